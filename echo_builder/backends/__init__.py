@@ -1,0 +1,166 @@
+"""LLM/VLM backends behind one interface, created from spec strings such as ``openai:gpt-4o``.
+
+The registry maps a backend name to the class implementing it. Built-in backends are registered by import path
+and imported only when first created, so ``import echo_builder`` never pulls in ``openai`` or ``transformers``.
+A new backend is one file with a :class:`~echo_builder.backends.base.Backend` subclass decorated with
+:func:`register_backend`.
+
+Spec strings:
+
+- ``openai:<model>``: any OpenAI-compatible chat-completions server (OpenAI, vLLM, SGLang, TGI, Ollama,
+  OpenRouter, Gemini's compatible endpoint). Base URL from ``base_url=`` or ``ECHO_OPENAI_BASE_URL`` /
+  ``OPENAI_BASE_URL``; key from ``ECHO_OPENAI_API_KEY`` / ``OPENAI_API_KEY``.
+- ``transformers:<hub id or local path>``: a local vision-language model (``AutoModelForImageTextToText``).
+- ``rules``: the offline, deterministic curation baseline.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from echo_builder.backends.base import (
+    Backend,
+    CandidateScores,
+    GenerationParams,
+    ImagePart,
+    Message,
+    Reply,
+    TextPart,
+    TokenLogprob,
+    Usage,
+    image_part,
+    run_sync,
+    user_message,
+)
+from echo_builder.errors import ConfigError
+
+__all__ = [
+    "Backend",
+    "BackendInfo",
+    "CandidateScores",
+    "GenerationParams",
+    "ImagePart",
+    "Message",
+    "Reply",
+    "TextPart",
+    "TokenLogprob",
+    "Usage",
+    "create_backend",
+    "image_part",
+    "list_backends",
+    "parse_spec",
+    "register_backend",
+    "run_sync",
+    "user_message",
+]
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What ``echo-bench backends list`` shows for one registered backend."""
+
+    name: str
+    target: str  # import path "module:Class"
+    description: str
+    extra: str | None  # pip extra that provides its dependencies, if any
+    needs_target: bool
+
+
+_REGISTRY: dict[str, BackendInfo | type[Backend]] = {}
+
+
+def _builtin(name: str, target: str, description: str, extra: str | None, needs_target: bool) -> None:
+    _REGISTRY[name] = BackendInfo(name, target, description, extra, needs_target)
+
+
+_builtin(
+    "openai",
+    "echo_builder.backends.openai_backend:OpenAIBackend",
+    "any OpenAI-compatible chat-completions server (OpenAI, vLLM, SGLang, TGI, Ollama, OpenRouter)",
+    None,
+    True,
+)
+_builtin(
+    "transformers",
+    "echo_builder.backends.transformers_backend:TransformersBackend",
+    "local vision-language model via transformers (AutoModelForImageTextToText), multi-GPU via accelerate",
+    "judge-local",
+    True,
+)
+_builtin(
+    "rules",
+    "echo_builder.backends.rules:RulesBackend",
+    "offline deterministic baseline for the curation stages (no model)",
+    None,
+    False,
+)
+
+
+def register_backend(cls: type[Backend]) -> type[Backend]:
+    """Class decorator: register ``cls`` under ``cls.name``. Raises :class:`ConfigError` on a name clash."""
+    if not cls.name:
+        raise ConfigError(f"{cls.__qualname__} has no `name`; set the class attribute before registering")
+    existing = _REGISTRY.get(cls.name)
+    if existing is not None and existing is not cls:
+        is_same_builtin = isinstance(existing, BackendInfo) and existing.target == f"{cls.__module__}:{cls.__name__}"
+        if not is_same_builtin:
+            raise ConfigError(f"a backend named {cls.name!r} is already registered")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """Split ``"name:target"`` into ``(name, target)``; ``"rules"`` gives ``("rules", "")``.
+
+    Raises :class:`ConfigError` for an empty spec or an unknown backend name.
+    """
+    name, _, target = spec.strip().partition(":")
+    if not name:
+        raise ConfigError(f"empty backend spec {spec!r}; expected e.g. 'openai:gpt-4o' or 'transformers:<path>'")
+    if name not in _REGISTRY:
+        raise ConfigError(f"unknown backend {name!r} in spec {spec!r}; registered: {', '.join(sorted(_REGISTRY))}")
+    return name, target
+
+
+def _resolve(name: str) -> type[Backend]:
+    entry = _REGISTRY[name]
+    if isinstance(entry, BackendInfo):
+        module_name, _, class_name = entry.target.partition(":")
+        module = importlib.import_module(module_name)
+        entry = getattr(module, class_name)
+        _REGISTRY[name] = entry
+    return entry
+
+
+def create_backend(spec: str, **options: Any) -> Backend:
+    """Create a backend from a spec string and backend-specific options.
+
+    Args:
+        spec: ``"<name>:<target>"``, e.g. ``"openai:gpt-4o"``, ``"transformers:/models/qwen2.5-vl"``, ``"rules"``.
+        **options: validated by the backend's own config model; unknown keys raise :class:`ConfigError`.
+
+    Raises:
+        ConfigError: unknown backend, missing target, or invalid options.
+        MissingDependencyError: the backend's optional extra is not installed.
+    """
+    name, target = parse_spec(spec)
+    info = _REGISTRY[name]
+    if isinstance(info, BackendInfo) and info.needs_target and not target:
+        raise ConfigError(f"backend {name!r} needs a target after ':' (e.g. '{name}:<model>'), got {spec!r}")
+    cls = _resolve(name)
+    return cls(target, **options)  # type: ignore[call-arg]
+
+
+def list_backends() -> list[BackendInfo]:
+    """Every registered backend, sorted by name, without importing any of them."""
+    out = []
+    for name, entry in sorted(_REGISTRY.items()):
+        if isinstance(entry, BackendInfo):
+            out.append(entry)
+        else:
+            out.append(
+                BackendInfo(name, f"{entry.__module__}:{entry.__name__}", entry.description, None, True)
+            )
+    return out

@@ -1,0 +1,440 @@
+"""Calling a backend for real work: cache, concurrency limit, per-call timeout, retries, structured output.
+
+:class:`ModelCaller` wraps any :class:`~echo_builder.backends.base.Backend`:
+
+1. looks the call up in the :class:`~echo_builder.cache.CallCache` (a hit makes no model call);
+2. otherwise runs it with at most ``concurrency`` calls in flight, each attempt bounded by ``timeout_s``;
+3. retries transient failures (429, 5xx, timeouts, dropped connections, unreadable replies) with exponential
+   backoff and full jitter, waiting at least what ``Retry-After`` asks, and stops after ``max_attempts`` or
+   ``max_total_s``, whichever comes first: never an endless loop;
+4. stores each successful reply the moment it arrives, so a crash loses only the calls in flight;
+5. returns a :class:`CallResult` for every request, in input order: failures are recorded with their reason,
+   never raised in the middle of a batch and never dropped.
+
+For structured answers, :meth:`ModelCaller.acall_structured` parses the reply (with repair), validates it against
+a pydantic schema, re-asks once on invalid output and otherwise records a ``parse_failure`` that keeps the raw text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, stop_after_delay
+
+from echo_builder.backends.base import (
+    Backend,
+    CandidateScores,
+    GenerationParams,
+    Message,
+    Reply,
+    TextPart,
+    run_sync,
+)
+from echo_builder.cache import CallCache, call_key
+from echo_builder.errors import BackendError, RetryableBackendError, StructuredOutputError
+from echo_builder.secrets import get_logger, redact
+from echo_builder.structured import parse_structured, reask_message
+
+__all__ = ["CallRequest", "CallResult", "CallerStats", "ModelCaller", "RetryPolicy", "StructuredResult"]
+
+log = get_logger(__name__)
+M = TypeVar("M", bound=BaseModel)
+
+
+class RetryPolicy(BaseModel):
+    """When and how long to retry transient failures.
+
+    The wait before attempt ``n + 1`` is ``uniform(0, min(max_backoff_s, initial_backoff_s * 2**(n-1)))`` (full
+    jitter), raised to the server's ``Retry-After`` when it asks for longer, and never above ``max_backoff_s``.
+
+    Attributes:
+        max_attempts: attempts per call including the first (>= 1).
+        initial_backoff_s, max_backoff_s: backoff scale and cap in seconds.
+        max_total_s: hard cap in seconds on the time one call may spend across attempts and waits.
+        jitter: ``False`` waits the full exponential step (deterministic, for tests and benchmarks).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_attempts: int = Field(default=6, ge=1, le=100)
+    initial_backoff_s: float = Field(default=1.0, ge=0.0)
+    max_backoff_s: float = Field(default=60.0, ge=0.0)
+    max_total_s: float = Field(default=900.0, gt=0.0)
+    jitter: bool = True
+
+    def wait_s(self, attempt: int, retry_after_s: float | None, rng: random.Random) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        step = min(self.max_backoff_s, self.initial_backoff_s * (2 ** (attempt - 1)))
+        wait = rng.uniform(0.0, step) if self.jitter else step
+        if retry_after_s is not None:
+            wait = max(wait, retry_after_s)
+        return min(wait, self.max_backoff_s)
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    """One model call: the conversation, its parameters, and what it is for (part of the cache key)."""
+
+    messages: tuple[Message, ...]
+    params: GenerationParams = field(default_factory=GenerationParams)
+    stage: str = "adhoc"
+    prompt_version: str = "0"
+
+    def key(self, backend_id: str, *, kind: str = "generate", extra: dict[str, Any] | None = None) -> str:
+        return call_key(
+            stage=self.stage,
+            prompt_version=self.prompt_version,
+            backend_id=backend_id,
+            params=self.params.model_dump(mode="json"),
+            messages=self.messages,
+            kind=kind,
+            extra=extra,
+        )
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """Outcome of one :class:`CallRequest`.
+
+    Attributes:
+        reply: the reply when the call succeeded, else ``None``.
+        error: why it failed (redacted; names the last error and the attempt count), else ``None``.
+        error_kind: ``retries_exhausted`` (transient failures up to the cap) or ``permanent``.
+        attempts: attempts made now (0 for a cache hit).
+        cached: the reply came from the cache.
+    """
+
+    request: CallRequest
+    key: str
+    reply: Reply | None = None
+    error: str | None = None
+    error_kind: Literal["retries_exhausted", "permanent"] | None = None
+    attempts: int = 0
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.reply is not None
+
+
+@dataclass(frozen=True)
+class StructuredResult(Generic[M]):
+    """Outcome of a structured call: ``value`` when ``status == "ok"``; the raw text is always kept."""
+
+    status: Literal["ok", "parse_failure", "error"]
+    value: M | None
+    raw_text: str
+    error: str | None
+    calls: tuple[CallResult, ...]
+
+
+@dataclass
+class CallerStats:
+    """Counters of one caller: requests, cache hits, attempts sent, failures, peak concurrency."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    attempts: int = 0
+    retries: int = 0
+    failures: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ModelCaller:
+    """Cache-backed, concurrency-limited, retrying access to one backend.
+
+    Args:
+        backend: the backend to call.
+        cache: where replies are stored and looked up; ``None`` disables caching.
+        concurrency: maximum calls in flight at once (>= 1). For backends with native batching this is the batch
+            size handed to the backend.
+        timeout_s: wall-clock limit of one attempt in seconds.
+        retry: the :class:`RetryPolicy`.
+        seed: seed of the jitter random generator.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        cache: CallCache | None = None,
+        concurrency: int = 8,
+        timeout_s: float = 120.0,
+        retry: RetryPolicy | None = None,
+        seed: int = 0,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        self.backend = backend
+        self.cache = cache
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+        self.stats = CallerStats()
+        self._rng = random.Random(seed)
+        self._semaphores: dict[int, asyncio.Semaphore] = {}
+
+    # -- single calls ------------------------------------------------------------------------------------------------
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop_id = id(asyncio.get_running_loop())
+        sem = self._semaphores.get(loop_id)
+        if sem is None:
+            sem = self._semaphores[loop_id] = asyncio.Semaphore(self.concurrency)
+        return sem
+
+    def _lookup(self, request: CallRequest, key: str) -> CallResult | None:
+        self.stats.requests += 1
+        if self.cache is None:
+            return None
+        value = self.cache.get(key, backend=self.backend.backend_id)
+        if value is None:
+            return None
+        self.stats.cache_hits += 1
+        return CallResult(request, key, reply=Reply.model_validate(value), cached=True)
+
+    def _store(self, request: CallRequest, key: str, reply: Reply) -> None:
+        self.stats.input_tokens += reply.usage.input_tokens or 0
+        self.stats.output_tokens += reply.usage.output_tokens or 0
+        if self.cache is not None:
+            self.cache.put(
+                key,
+                reply.model_dump(mode="json"),
+                backend=self.backend.backend_id,
+                stage=request.stage,
+                prompt_version=request.prompt_version,
+                input_tokens=reply.usage.input_tokens,
+                output_tokens=reply.usage.output_tokens,
+                latency_s=reply.latency_s,
+            )
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        retry_after = exc.retry_after_s if isinstance(exc, RetryableBackendError) else None
+        return self.retry.wait_s(state.attempt_number, retry_after, self._rng)
+
+    async def _attempt(self, request: CallRequest) -> Reply:
+        async with self._semaphore():
+            self.stats.attempts += 1
+            self.stats.in_flight += 1
+            self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
+            try:
+                return await asyncio.wait_for(
+                    self.backend.agenerate(request.messages, request.params), timeout=self.timeout_s
+                )
+            except asyncio.TimeoutError:
+                raise RetryableBackendError(
+                    f"no reply within {self.timeout_s:g} s", backend_id=self.backend.backend_id
+                ) from None
+            finally:
+                self.stats.in_flight -= 1
+
+    async def _with_retries(self, request: CallRequest, key: str) -> CallResult:
+        attempts = 0
+        try:
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception_type(RetryableBackendError),
+                stop=stop_after_attempt(self.retry.max_attempts) | stop_after_delay(self.retry.max_total_s),
+                wait=self._wait,
+                reraise=True,
+                before_sleep=self._log_retry,
+            ):
+                with attempt:
+                    attempts += 1
+                    reply = await self._attempt(request)
+        except RetryableBackendError as exc:
+            self.stats.failures += 1
+            return CallResult(
+                request,
+                key,
+                error=redact(f"gave up after {attempts} attempt(s): {exc}"),
+                error_kind="retries_exhausted",
+                attempts=attempts,
+            )
+        except BackendError as exc:
+            self.stats.failures += 1
+            return CallResult(request, key, error=redact(str(exc)), error_kind="permanent", attempts=attempts)
+        self._store(request, key, reply)
+        return CallResult(request, key, reply=reply, attempts=attempts)
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        self.stats.retries += 1
+        exc = state.outcome.exception() if state.outcome else None
+        log.debug("%s: attempt %d failed (%s); retrying", self.backend.backend_id, state.attempt_number, exc)
+
+    async def acall(self, request: CallRequest) -> CallResult:
+        """Answer one request from the cache or the backend; failures come back as a :class:`CallResult`."""
+        key = request.key(self.backend.backend_id)
+        hit = self._lookup(request, key)
+        if hit is not None:
+            return hit
+        if self.backend.native_batching:
+            return (await self._run_batched([(request, key)]))[0]
+        return await self._with_retries(request, key)
+
+    def call(self, request: CallRequest) -> CallResult:
+        """Synchronous :meth:`acall`."""
+        return run_sync(self.acall(request))
+
+    # -- many calls ------------------------------------------------------------------------------------------------
+    async def acall_many(self, requests: Sequence[CallRequest], *, progress: str | None = None) -> list[CallResult]:
+        """Answer every request (cache first), at most ``concurrency`` at a time, results in input order.
+
+        Args:
+            requests: the calls to make.
+            progress: a label to show a progress bar with (shown only on a terminal), or ``None`` for none.
+        """
+        from tqdm.auto import tqdm
+
+        results: list[CallResult | None] = [None] * len(requests)
+        missing: list[tuple[int, CallRequest, str]] = []
+        for i, request in enumerate(requests):
+            key = request.key(self.backend.backend_id)
+            hit = self._lookup(request, key)
+            if hit is not None:
+                results[i] = hit
+            else:
+                missing.append((i, request, key))
+        bar = tqdm(total=len(requests), initial=len(requests) - len(missing), desc=progress, disable=progress is None)
+        try:
+            if self.backend.native_batching:
+                for start in range(0, len(missing), self.concurrency):
+                    chunk = missing[start : start + self.concurrency]
+                    done = await self._run_batched([(r, k) for _, r, k in chunk])
+                    for (i, _, _), result in zip(chunk, done):
+                        results[i] = result
+                    bar.update(len(chunk))
+            else:
+
+                async def one(i: int, request: CallRequest, key: str) -> None:
+                    results[i] = await self._with_retries(request, key)
+                    bar.update(1)
+
+                await asyncio.gather(*(one(i, r, k) for i, r, k in missing))
+        finally:
+            bar.close()
+            if self.cache is not None:
+                self.cache.flush_counters()
+        return [r for r in results if r is not None]
+
+    def call_many(self, requests: Sequence[CallRequest], *, progress: str | None = None) -> list[CallResult]:
+        """Synchronous :meth:`acall_many`."""
+        return run_sync(self.acall_many(requests, progress=progress))
+
+    async def _run_batched(self, items: Sequence[tuple[CallRequest, str]]) -> list[CallResult]:
+        self.stats.attempts += len(items)
+        replies = await self.backend.agenerate_batch([(r.messages, r.params) for r, _ in items])
+        out = []
+        for (request, key), reply in zip(items, replies):
+            if isinstance(reply, Reply):
+                self._store(request, key, reply)
+                out.append(CallResult(request, key, reply=reply, attempts=1))
+            else:
+                self.stats.failures += 1
+                out.append(CallResult(request, key, error=redact(str(reply)), error_kind="permanent", attempts=1))
+        return out
+
+    # -- structured output -------------------------------------------------------------------------------------------
+    async def acall_structured(
+        self, request: CallRequest, schema: type[M], *, reask: bool = True
+    ) -> StructuredResult[M]:
+        """Call, parse the reply as JSON into ``schema``; on invalid output re-ask once, then record a failure.
+
+        The re-ask shows the model its previous reply and the reason it was rejected; it is cached like any call.
+        """
+        first = await self.acall(request)
+        return await self._finish_structured(request, first, schema, reask)
+
+    async def _finish_structured(
+        self, request: CallRequest, first: CallResult, schema: type[M], reask: bool
+    ) -> StructuredResult[M]:
+        if first.reply is None:
+            return StructuredResult("error", None, "", first.error, (first,))
+        try:
+            return StructuredResult("ok", parse_structured(first.reply.text, schema), first.reply.text, None, (first,))
+        except StructuredOutputError as exc:
+            if not reask:
+                return StructuredResult("parse_failure", None, first.reply.text, exc.reason, (first,))
+            follow_up = CallRequest(
+                messages=(
+                    *request.messages,
+                    Message("assistant", (TextPart(first.reply.text),)),
+                    Message("user", (TextPart(reask_message(exc.reason, schema)),)),
+                ),
+                params=request.params,
+                stage=request.stage,
+                prompt_version=request.prompt_version,
+            )
+        second = await self.acall(follow_up)
+        if second.reply is None:
+            return StructuredResult("error", None, first.reply.text, second.error, (first, second))
+        try:
+            value = parse_structured(second.reply.text, schema)
+        except StructuredOutputError as exc:
+            return StructuredResult("parse_failure", None, second.reply.text, exc.reason, (first, second))
+        return StructuredResult("ok", value, second.reply.text, None, (first, second))
+
+    async def acall_structured_many(
+        self, requests: Sequence[CallRequest], schema: type[M], *, reask: bool = True, progress: str | None = None
+    ) -> list[StructuredResult[M]]:
+        """:meth:`acall_structured` for many requests: first answers in one concurrent pass, re-asks in a second."""
+        firsts = await self.acall_many(requests, progress=progress)
+        return list(
+            await asyncio.gather(
+                *(self._finish_structured(r, f, schema, reask) for r, f in zip(requests, firsts))
+            )
+        )
+
+    def call_structured_many(
+        self, requests: Sequence[CallRequest], schema: type[M], *, reask: bool = True, progress: str | None = None
+    ) -> list[StructuredResult[M]]:
+        """Synchronous :meth:`acall_structured_many`."""
+        return run_sync(self.acall_structured_many(requests, schema, reask=reask, progress=progress))
+
+    # -- candidate probabilities ---------------------------------------------------------------------------------------
+    async def acandidate_probabilities(self, request: CallRequest, candidates: Sequence[str]) -> CandidateScores:
+        """Cached :meth:`Backend.acandidate_probabilities`, with the same retry policy as generation.
+
+        Raises :class:`~echo_builder.errors.BackendError` (e.g. ``LogprobsUnavailableError``) when it fails.
+        """
+        key = request.key(self.backend.backend_id, kind="candidates", extra={"candidates": list(candidates)})
+        self.stats.requests += 1
+        if self.cache is not None:
+            value = self.cache.get(key, backend=self.backend.backend_id)
+            if value is not None:
+                self.stats.cache_hits += 1
+                return CandidateScores.model_validate(value)
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(RetryableBackendError),
+            stop=stop_after_attempt(self.retry.max_attempts) | stop_after_delay(self.retry.max_total_s),
+            wait=self._wait,
+            reraise=True,
+        ):
+            with attempt:
+                async with self._semaphore():
+                    self.stats.attempts += 1
+                    start = time.perf_counter()
+                    scores = await asyncio.wait_for(
+                        self.backend.acandidate_probabilities(request.messages, candidates, request.params),
+                        timeout=self.timeout_s,
+                    )
+        if self.cache is not None:
+            self.cache.put(
+                key,
+                scores.model_dump(mode="json"),
+                backend=self.backend.backend_id,
+                stage=request.stage,
+                prompt_version=request.prompt_version,
+                latency_s=time.perf_counter() - start,
+            )
+        return scores

@@ -1,0 +1,303 @@
+"""``openai:<model>``: any OpenAI-compatible chat-completions server through the official ``openai`` client.
+
+Images are sent inline as base64 data URLs. The client's own retries are disabled (``max_retries=0``): retries,
+backoff and the hard cap are :class:`~echo_builder.backends.caller.ModelCaller`'s job, so one policy applies to
+every backend. The API key is read from the environment (or given explicitly), registered for redaction and never
+logged, cached or put in an exception message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import email.utils
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from echo_builder.backends import register_backend
+from echo_builder.backends.base import (
+    Backend,
+    CandidateScores,
+    GenerationParams,
+    ImagePart,
+    Message,
+    Reply,
+    TokenLogprob,
+    Usage,
+    normalise_candidates,
+)
+from echo_builder.errors import (
+    ConfigError,
+    LogprobsUnavailableError,
+    MissingDependencyError,
+    PermanentBackendError,
+    RetryableBackendError,
+)
+from echo_builder.secrets import get_logger, redact, register_secret
+
+__all__ = ["OpenAIBackend", "OpenAIConfig", "parse_retry_after"]
+
+log = get_logger(__name__)
+
+BASE_URL_ENV = ("ECHO_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+API_KEY_ENV = ("ECHO_OPENAI_API_KEY", "OPENAI_API_KEY")
+_RETRYABLE_STATUS = {408, 409, 425, 429}
+
+
+class OpenAIConfig(BaseModel):
+    """Options of the ``openai:`` backend (unknown keys are an error).
+
+    Attributes:
+        base_url: server URL ending in ``/v1``; default from ``ECHO_OPENAI_BASE_URL`` or ``OPENAI_BASE_URL``,
+            else OpenAI's.
+        api_key: explicit key; default from ``ECHO_OPENAI_API_KEY`` or ``OPENAI_API_KEY``. Local servers
+            (a base URL and no key) get the placeholder ``EMPTY``.
+        timeout_s: HTTP timeout of one attempt in seconds.
+        extra_body: extra JSON fields sent with every request (e.g. vLLM's ``top_k``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    timeout_s: float = Field(default=120.0, gt=0)
+    extra_body: dict[str, Any] | None = None
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds to wait according to ``retry-after-ms`` (OpenAI's) or ``Retry-After`` (seconds or HTTP date).
+
+    Returns ``None`` when neither header is present or readable; negative values become 0.
+    """
+    if headers is None:
+        return None
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms is not None:
+        try:
+            return max(0.0, float(raw_ms) / 1000.0)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None  # neither seconds nor an HTTP date: fall back to our own backoff
+    return max(0.0, parsed.timestamp() - time.time())
+
+
+def _content_parts(message: Message) -> list[dict[str, Any]] | str:
+    if all(p.type == "text" for p in message.content):
+        return message.text
+    parts: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, ImagePart):
+            url = f"data:{part.mime_type};base64,{base64.b64encode(part.data).decode('ascii')}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        else:
+            parts.append({"type": "text", "text": part.text})
+    return parts
+
+
+@register_backend
+class OpenAIBackend(Backend):
+    """Chat completions on an OpenAI-compatible server. See :class:`OpenAIConfig` for options."""
+
+    name = "openai"
+    description = "any OpenAI-compatible chat-completions server (OpenAI, vLLM, SGLang, TGI, Ollama, OpenRouter)"
+
+    def __init__(self, target: str, **options: Any) -> None:
+        super().__init__(target)
+        try:
+            self.config = OpenAIConfig(**options)
+        except ValidationError as exc:
+            raise ConfigError(f"invalid options for {self.backend_id}: {exc}") from None
+        try:
+            import openai  # noqa: F401
+        except ImportError:
+            raise MissingDependencyError("openai", "all", "the openai: backend") from None
+        self.base_url = self.config.base_url or next((os.environ[k] for k in BASE_URL_ENV if os.environ.get(k)), None)
+        key = self.config.api_key.get_secret_value() if self.config.api_key else None
+        key = key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
+        if key is None:
+            if self.base_url is None:
+                raise ConfigError(
+                    f"{self.backend_id}: no API key. Set OPENAI_API_KEY (or ECHO_OPENAI_API_KEY), or point "
+                    "base_url / ECHO_OPENAI_BASE_URL at a local OpenAI-compatible server."
+                )
+            key = "EMPTY"  # local servers (vLLM, Ollama) accept any key
+        register_secret(key)
+        self._api_key = key
+        self._clients: dict[int, Any] = {}
+
+    def _client(self) -> Any:
+        # httpx async clients are bound to the loop they first ran on; keep one per loop.
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(id(loop))
+        if client is None:
+            import openai
+
+            # The client's default pool (1,000 connections) is far above any sensible caller concurrency.
+            client = openai.AsyncOpenAI(
+                api_key=self._api_key, base_url=self.base_url, timeout=self.config.timeout_s, max_retries=0
+            )
+            self._clients[id(loop)] = client
+        return client
+
+    def _request(self, messages: Sequence[Message], params: GenerationParams) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.target,
+            "messages": [{"role": m.role, "content": _content_parts(m)} for m in messages],
+            "temperature": params.temperature,
+            "max_tokens": params.max_tokens,
+        }
+        if params.top_p is not None:
+            body["top_p"] = params.top_p
+        if params.seed is not None:
+            body["seed"] = params.seed
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if params.logprobs:
+            body["logprobs"] = True
+            if params.top_logprobs:
+                body["top_logprobs"] = params.top_logprobs
+        if self.config.extra_body:
+            body["extra_body"] = dict(self.config.extra_body)
+        return body
+
+    def _translate(self, exc: Exception) -> Exception:
+        import openai
+
+        message = redact(f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, openai.APITimeoutError):
+            return RetryableBackendError(f"timed out: {message}", backend_id=self.backend_id)
+        if isinstance(exc, openai.APIConnectionError):
+            return RetryableBackendError(f"connection failed: {message}", backend_id=self.backend_id)
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            retry_after = parse_retry_after(exc.response.headers)
+            if status in _RETRYABLE_STATUS or status >= 500:
+                return RetryableBackendError(
+                    f"HTTP {status}: {message}", backend_id=self.backend_id, status_code=status, retry_after_s=retry_after
+                )
+            return PermanentBackendError(f"HTTP {status}: {message}", backend_id=self.backend_id, status_code=status)
+        if isinstance(exc, (openai.APIResponseValidationError, ValueError, TypeError, KeyError)):
+            # Garbage, truncated JSON or a body of the wrong shape: the next attempt may be fine.
+            return RetryableBackendError(f"unreadable reply: {message}", backend_id=self.backend_id)
+        if isinstance(exc, openai.OpenAIError):
+            return PermanentBackendError(message, backend_id=self.backend_id)
+        return exc
+
+    async def agenerate(self, messages: Sequence[Message], params: GenerationParams) -> Reply:
+        body = self._request(messages, params)
+        start = time.perf_counter()
+        try:
+            completion = await self._client().chat.completions.create(**body)
+            return self._reply(completion, params, time.perf_counter() - start)
+        except Exception as exc:
+            translated = self._translate(exc)
+            if translated is exc:
+                raise
+            raise translated from None
+
+    def _reply(self, completion: Any, params: GenerationParams, latency: float) -> Reply:
+        if isinstance(completion, (str, bytes)) or not getattr(completion, "choices", None):
+            raise ValueError(f"reply has no choices: {str(completion)[:200]!r}")
+        choice = completion.choices[0]
+        text = choice.message.content if choice.message is not None else None
+        if text is None and choice.finish_reason != "content_filter":
+            refusal = getattr(choice.message, "refusal", None)
+            if refusal is None:
+                raise ValueError("reply choice has no message content")
+            text = refusal
+        logprobs: tuple[TokenLogprob, ...] | None = None
+        status = "not_requested"
+        if params.logprobs:
+            content = getattr(choice.logprobs, "content", None) if choice.logprobs is not None else None
+            if content:
+                logprobs = tuple(
+                    TokenLogprob(
+                        token=t.token,
+                        logprob=float(t.logprob),
+                        top=tuple((a.token, float(a.logprob)) for a in (t.top_logprobs or ())),
+                    )
+                    for t in content
+                )
+                status = "ok"
+            else:
+                status = "unavailable"
+                log.warning("%s: logprobs were requested but the server returned none", self.backend_id)
+        usage = completion.usage
+        snapshot = completion.model or self.target
+        fingerprint = getattr(completion, "system_fingerprint", None)
+        if fingerprint:
+            snapshot = f"{snapshot}@{fingerprint}"
+        return Reply(
+            text=text or "",
+            finish_reason=choice.finish_reason,
+            usage=Usage(
+                input_tokens=getattr(usage, "prompt_tokens", None) if usage else None,
+                output_tokens=getattr(usage, "completion_tokens", None) if usage else None,
+            ),
+            logprobs=logprobs,
+            logprobs_status=status,  # type: ignore[arg-type]
+            backend_id=self.backend_id,
+            model_snapshot=snapshot,
+            latency_s=latency,
+        )
+
+    async def acandidate_probabilities(
+        self, messages: Sequence[Message], candidates: Sequence[str], params: GenerationParams | None = None
+    ) -> CandidateScores:
+        """Normalised next-token probabilities of ``candidates`` from the server's top-20 alternatives.
+
+        Token strings are compared after stripping whitespace, so ``" Good"`` counts for ``"Good"``.
+        Raises :class:`LogprobsUnavailableError` when the server returns no log-probabilities or none of the
+        candidates is among the alternatives.
+        """
+        base = params or GenerationParams()
+        reply = await self.agenerate(
+            messages, base.model_copy(update={"max_tokens": 1, "logprobs": True, "top_logprobs": 20})
+        )
+        if reply.logprobs_status != "ok" or not reply.logprobs:
+            raise LogprobsUnavailableError(
+                f"{self.backend_id}: the server returned no token log-probabilities; probability scoring needs a "
+                "server that supports `logprobs` (OpenAI, vLLM, SGLang do)",
+                backend_id=self.backend_id,
+            )
+        return candidate_logprobs_from_alternatives(reply, candidates)
+
+    async def aclose(self) -> None:
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            try:
+                await client.close()
+            except RuntimeError:  # its loop is gone; nothing left to release
+                pass
+
+
+def candidate_logprobs_from_alternatives(reply: Reply, candidates: Sequence[str]) -> CandidateScores:
+    """Sum the probabilities of first-token alternatives that spell each candidate, then normalise."""
+    import math
+
+    first = reply.logprobs[0] if reply.logprobs else None
+    alternatives = dict(first.top) if first else {}
+    if first is not None:
+        alternatives.setdefault(first.token, first.logprob)
+    wanted = {c: c.strip() for c in candidates}
+    mass = dict.fromkeys(candidates, 0.0)
+    for token, lp in alternatives.items():
+        for cand, stripped in wanted.items():
+            if token.strip() == stripped:
+                mass[cand] += math.exp(lp)
+    logprobs = {c: (math.log(m) if m > 0 else -math.inf) for c, m in mass.items()}
+    return normalise_candidates(logprobs, reply.backend_id, reply.model_snapshot)

@@ -1,0 +1,264 @@
+"""Content-addressed store of every model call: resume after a crash, replay, and the run's cost report.
+
+Each call is stored under :func:`call_key`, a SHA-256 over everything that determines the answer: the stage, its
+prompt-template version, the backend id (``openai:gpt-4o``), the generation parameters, the message text and the
+SHA-256 of every image. Editing a prompt (and bumping its version) is a clean miss; re-running the same work is a
+hit. API keys and base URLs are not part of the key and are never stored.
+
+The store is one SQLite database in write-ahead-log mode (``<dir>/calls.sqlite``). Every entry is committed in its
+own transaction, so a process killed with SIGKILL loses only the calls that were in flight and the database opens
+cleanly afterwards (SQLite replays or discards the log). Several processes may share one cache directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from echo_builder.errors import ConfigError
+
+__all__ = ["CACHE_FORMAT", "BackendStats", "CacheStats", "CallCache", "call_key"]
+
+#: Bumped when the key payload or stored value changes shape, so old entries miss instead of misparsing.
+CACHE_FORMAT = 1
+DB_NAME = "calls.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS calls (
+    key TEXT PRIMARY KEY,
+    backend TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    value TEXT NOT NULL,
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    latency_s REAL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS counters (
+    backend TEXT PRIMARY KEY,
+    hits INTEGER NOT NULL DEFAULT 0,
+    misses INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+
+def call_key(
+    *,
+    stage: str,
+    prompt_version: str,
+    backend_id: str,
+    params: dict[str, Any],
+    messages: Sequence[Any],
+    kind: str = "generate",
+    extra: dict[str, Any] | None = None,
+) -> str:
+    """SHA-256 hex key of a model call.
+
+    Args:
+        stage: the pipeline stage or purpose (``relevance``, ``judge``...).
+        prompt_version: version string of the prompt template.
+        backend_id: ``<backend>:<model>``.
+        params: generation parameters as a JSON-compatible dict.
+        messages: :class:`~echo_builder.backends.base.Message` objects; images contribute their SHA-256 only.
+        kind: ``generate`` or ``candidates`` (next-token scoring), so both calls on one prompt do not collide.
+        extra: anything else that changes the answer (e.g. the candidate answers).
+    """
+    payload = {
+        "format": CACHE_FORMAT,
+        "kind": kind,
+        "stage": stage,
+        "prompt_version": prompt_version,
+        "backend": backend_id,
+        "params": params,
+        "messages": [
+            {
+                "role": m.role,
+                "content": [
+                    {"type": "image", "sha256": p.sha256, "mime": p.mime_type}
+                    if p.type == "image"
+                    else {"type": "text", "text": p.text}
+                    for p in m.content
+                ],
+            }
+            for m in messages
+        ],
+        "extra": extra or {},
+    }
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class BackendStats:
+    """Per-backend totals. ``hits``/``misses`` are lookups over the cache's lifetime; tokens and wall time are
+    those of the stored (paid-for) calls, in tokens and seconds."""
+
+    entries: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    wall_time_s: float = 0.0
+    hits: int = 0
+    misses: int = 0
+
+
+@dataclass
+class CacheStats:
+    """Summary of a cache directory: entry count, bytes on disk, per-backend and per-stage counts."""
+
+    path: str
+    entries: int
+    size_bytes: int
+    backends: dict[str, BackendStats] = field(default_factory=dict)
+    stages: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "entries": self.entries,
+            "size_bytes": self.size_bytes,
+            "backends": {k: vars(v) for k, v in self.backends.items()},
+            "stages": dict(self.stages),
+        }
+
+
+class CallCache:
+    """Thread-safe, process-shareable store of model-call results keyed by :func:`call_key`.
+
+    Args:
+        directory: folder holding ``calls.sqlite`` (created if missing).
+        read_only: open without writing (for ``cache stats`` on a cache another run is using).
+
+    Raises:
+        ConfigError: the directory cannot be created or the file is not a cache database.
+    """
+
+    def __init__(self, directory: str | Path, *, read_only: bool = False) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / DB_NAME
+        self.read_only = read_only
+        self._lock = threading.Lock()
+        self._pending: dict[str, list[int]] = {}  # backend -> [hits, misses] not yet written
+        try:
+            if read_only:
+                if not self.path.exists():
+                    raise ConfigError(f"no cache at {self.path}")
+                self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            else:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: an app crash never tears a commit
+                self._conn.executescript(_SCHEMA)
+            self._conn.execute("SELECT count(*) FROM calls").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"{self.path} is not a readable echo-bench cache: {exc}") from exc
+        except OSError as exc:
+            raise ConfigError(f"cannot create cache directory {self.directory}: {exc}") from exc
+
+    # -- lookups -------------------------------------------------------------------------------------------------
+    def get(self, key: str, *, backend: str = "") -> dict[str, Any] | None:
+        """The stored value for ``key``, or ``None``. Counts a hit or a miss for ``backend``."""
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM calls WHERE key = ?", (key,)).fetchone()
+            counts = self._pending.setdefault(backend, [0, 0])
+            counts[0 if row else 1] += 1
+        return json.loads(row[0]) if row else None
+
+    def __contains__(self, key: str) -> bool:
+        with self._lock:
+            return self._conn.execute("SELECT 1 FROM calls WHERE key = ?", (key,)).fetchone() is not None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT count(*) FROM calls").fetchone()[0])
+
+    def keys(self) -> Iterable[str]:
+        with self._lock:
+            return [r[0] for r in self._conn.execute("SELECT key FROM calls")]
+
+    # -- writes --------------------------------------------------------------------------------------------------
+    def put(
+        self,
+        key: str,
+        value: dict[str, Any],
+        *,
+        backend: str,
+        stage: str = "",
+        prompt_version: str = "",
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        latency_s: float | None = None,
+    ) -> None:
+        """Store ``value`` (JSON-compatible) under ``key`` in one atomic transaction."""
+        if self.read_only:
+            raise ConfigError(f"cache {self.path} was opened read-only")
+        blob = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        with self._lock, self._conn:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, backend, stage, prompt_version, blob, input_tokens, output_tokens, latency_s, time.time()),
+            )
+
+    def flush_counters(self) -> None:
+        """Add the hit/miss counts gathered since the last flush to the database."""
+        if self.read_only:
+            return
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            if not pending:
+                return
+            with self._conn:
+                self._conn.executemany(
+                    "INSERT INTO counters (backend, hits, misses) VALUES (?, ?, ?) "
+                    "ON CONFLICT(backend) DO UPDATE SET hits = hits + excluded.hits, misses = misses + excluded.misses",
+                    [(b, h, m) for b, (h, m) in pending.items()],
+                )
+
+    def session_counters(self) -> dict[str, tuple[int, int]]:
+        """Hits and misses per backend counted by this object and not yet flushed."""
+        with self._lock:
+            return {b: (h, m) for b, (h, m) in self._pending.items()}
+
+    def close(self) -> None:
+        """Flush counters and close the database. Safe to call twice."""
+        if getattr(self, "_conn", None) is None:
+            return
+        try:
+            self.flush_counters()
+        finally:
+            with self._lock:
+                self._conn.close()
+                self._conn = None  # type: ignore[assignment]
+
+    def __enter__(self) -> CallCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reporting -----------------------------------------------------------------------------------------------
+    def stats(self) -> CacheStats:
+        """Entries, size on disk (database plus write-ahead log) and per-backend / per-stage totals."""
+        self.flush_counters()
+        with self._lock:
+            backends: dict[str, BackendStats] = {}
+            for backend, n, tin, tout, wall in self._conn.execute(
+                "SELECT backend, count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
+                "coalesce(sum(latency_s), 0) FROM calls GROUP BY backend"
+            ):
+                backends[backend] = BackendStats(entries=n, input_tokens=tin, output_tokens=tout, wall_time_s=wall)
+            for backend, hits, misses in self._conn.execute("SELECT backend, hits, misses FROM counters"):
+                entry = backends.setdefault(backend, BackendStats())
+                entry.hits, entry.misses = hits, misses
+            stages = dict(self._conn.execute("SELECT stage, count(*) FROM calls GROUP BY stage").fetchall())
+            entries = int(self._conn.execute("SELECT count(*) FROM calls").fetchone()[0])
+        size = sum(p.stat().st_size for p in self.directory.glob(DB_NAME + "*") if p.is_file())
+        return CacheStats(str(self.directory), entries, size, backends, stages)
