@@ -72,6 +72,17 @@ def _require() -> tuple[Any, Any]:
     return torch, transformers
 
 
+def _partial_state() -> Any:
+    """accelerate's process state; on a machine without an accelerator, CPU processes launched together
+    (``accelerate launch --multi_gpu --num_processes K`` with no GPU) still form one gloo group."""
+    torch, _ = _require()
+    from accelerate import PartialState
+
+    mps = getattr(torch.backends, "mps", None)
+    has_accelerator = torch.cuda.is_available() or bool(mps and mps.is_available())
+    return PartialState(cpu=not has_accelerator)
+
+
 @register_backend
 class TransformersBackend(Backend):
     """A local VLM through transformers. The model loads on first use; see :class:`TransformersConfig`."""
@@ -99,8 +110,6 @@ class TransformersBackend(Backend):
             if self._model is not None:
                 return
             torch, transformers = _require()
-            from accelerate import PartialState
-
             kwargs: dict[str, Any] = {"revision": self.config.revision, "trust_remote_code": self.config.trust_remote_code}
             dtype = self.config.dtype
             if dtype != "auto":
@@ -121,7 +130,7 @@ class TransformersBackend(Backend):
                     "folder with the saved model and processor, or a Hub id while online."
                 ) from None
             if self.config.device_map is None:
-                model = model.to(PartialState().device)
+                model = model.to(_partial_state().device)
             model.eval()
             tokenizer = getattr(processor, "tokenizer", processor)
             tokenizer.padding_side = "left"  # decoder-only batched generation needs left padding
@@ -272,10 +281,9 @@ class TransformersBackend(Backend):
 
         In a single process this is plain batched generation. Every process must pass the same ``calls``.
         """
-        from accelerate import PartialState
         from accelerate.utils import gather_object
 
-        state = PartialState()
+        state = _partial_state()
         if state.num_processes == 1:
             return self._generate_local(calls)
         indices = list(range(len(calls)))
