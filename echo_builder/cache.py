@@ -155,7 +155,9 @@ class CallCache:
                 self.directory.mkdir(parents=True, exist_ok=True)
                 self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
                 self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: an app crash never tears a commit
+                self._conn.execute(
+                    "PRAGMA synchronous=NORMAL"
+                )  # WAL + NORMAL: an app crash never tears a commit
                 self._conn.executescript(_SCHEMA)
             self._conn.execute("SELECT count(*) FROM calls").fetchone()
         except sqlite3.DatabaseError as exc:
@@ -204,7 +206,17 @@ class CallCache:
         with self._lock, self._conn:
             self._conn.execute(
                 "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, backend, stage, prompt_version, blob, input_tokens, output_tokens, latency_s, time.time()),
+                (
+                    key,
+                    backend,
+                    stage,
+                    prompt_version,
+                    blob,
+                    input_tokens,
+                    output_tokens,
+                    latency_s,
+                    time.time(),
+                ),
             )
 
     def flush_counters(self) -> None:
@@ -254,7 +266,9 @@ class CallCache:
                 "SELECT backend, count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
                 "coalesce(sum(latency_s), 0) FROM calls GROUP BY backend"
             ):
-                backends[backend] = BackendStats(entries=n, input_tokens=tin, output_tokens=tout, wall_time_s=wall)
+                backends[backend] = BackendStats(
+                    entries=n, input_tokens=tin, output_tokens=tout, wall_time_s=wall
+                )
             for backend, hits, misses in self._conn.execute("SELECT backend, hits, misses FROM counters"):
                 entry = backends.setdefault(backend, BackendStats())
                 entry.hits, entry.misses = hits, misses

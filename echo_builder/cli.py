@@ -81,8 +81,12 @@ def backends_list() -> None:
 
 @backends.command("ping")
 @click.argument("spec")
-@click.option("--base-url", help="OpenAI-compatible server URL (default: $ECHO_OPENAI_BASE_URL or $OPENAI_BASE_URL).")
-@click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Backend option; repeatable.")
+@click.option(
+    "--base-url", help="OpenAI-compatible server URL (default: $ECHO_OPENAI_BASE_URL or $OPENAI_BASE_URL)."
+)
+@click.option(
+    "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Backend option; repeatable."
+)
 @click.option("--timeout", "timeout_s", default=60.0, show_default=True, help="Seconds before giving up.")
 def backends_ping(spec: str, base_url: str | None, options: tuple[str, ...], timeout_s: float) -> None:
     """Send one tiny request to SPEC and print its latency and model snapshot."""
@@ -93,7 +97,9 @@ def backends_ping(spec: str, base_url: str | None, options: tuple[str, ...], tim
     if base_url:
         opts["base_url"] = base_url
     backend = create_backend(spec, **opts)
-    caller = ModelCaller(backend, timeout_s=timeout_s, retry=RetryPolicy(max_attempts=2, initial_backoff_s=0.5))
+    caller = ModelCaller(
+        backend, timeout_s=timeout_s, retry=RetryPolicy(max_attempts=2, initial_backoff_s=0.5)
+    )
     request = CallRequest(
         (user_message("Reply with the single word: pong"),), GenerationParams(max_tokens=8), stage="ping"
     )

@@ -186,7 +186,9 @@ class BoundingBox(_Record):
     @model_validator(mode="after")
     def _ordered(self) -> BoundingBox:
         if not (self.x1 < self.x2 and self.y1 < self.y2):
-            raise ValueError(f"box must satisfy x1 < x2 and y1 < y2, got {self.x1, self.y1, self.x2, self.y2}")
+            raise ValueError(
+                f"box must satisfy x1 < x2 and y1 < y2, got {self.x1, self.y1, self.x2, self.y2}"
+            )
         return self
 
 

@@ -41,8 +41,12 @@ def test_key_depends_on_everything_that_determines_the_answer():
         "prompt_version": _key(prompt_version="2"),
         "backend": _key(backend_id="openai:gpt-4o-mini"),
         "params": _key(params=GenerationParams(temperature=0.5).model_dump(mode="json")),
-        "text": _key(messages=[user_message("is this about image editing?", Image.new("RGB", (4, 4), (1, 2, 3)))]),
-        "image": _key(messages=[user_message("is this about image generation?", Image.new("RGB", (4, 4), (1, 2, 4)))]),
+        "text": _key(
+            messages=[user_message("is this about image editing?", Image.new("RGB", (4, 4), (1, 2, 3)))]
+        ),
+        "image": _key(
+            messages=[user_message("is this about image generation?", Image.new("RGB", (4, 4), (1, 2, 4)))]
+        ),
         "kind": _key(kind="candidates"),
         "extra": _key(extra={"candidates": ["Good", "Bad"]}),
     }
@@ -56,14 +60,23 @@ def test_image_contributes_its_hash_not_its_bytes():
 
 
 def _reply(text: str) -> Reply:
-    return Reply(text=text, backend_id="openai:m", usage=Usage(input_tokens=10, output_tokens=3), latency_s=0.5)
+    return Reply(
+        text=text, backend_id="openai:m", usage=Usage(input_tokens=10, output_tokens=3), latency_s=0.5
+    )
 
 
 def test_put_get_counters_and_stats(tmp_path):
     with CallCache(tmp_path) as cache:
         assert cache.get("a" * 64, backend="openai:m") is None
-        cache.put("a" * 64, _reply("hi").model_dump(mode="json"), backend="openai:m", stage="judge",
-                  input_tokens=10, output_tokens=3, latency_s=0.5)
+        cache.put(
+            "a" * 64,
+            _reply("hi").model_dump(mode="json"),
+            backend="openai:m",
+            stage="judge",
+            input_tokens=10,
+            output_tokens=3,
+            latency_s=0.5,
+        )
         assert Reply.model_validate(cache.get("a" * 64, backend="openai:m")) == _reply("hi")
         assert cache.get("a" * 64, backend="openai:m") is not None
         assert len(cache) == 1 and "a" * 64 in cache
@@ -91,7 +104,15 @@ def test_not_a_cache_is_a_clear_error(tmp_path):
 def test_sigkill_halfway_then_resume_repeats_no_completed_call(openai_server, tmp_path):
     openai_server.latency_s = 0.02
     cache_dir = tmp_path / "cache"
-    cmd = [sys.executable, "-m", "tests.helpers.call_worker", openai_server.base_url, str(cache_dir), "200", "4"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tests.helpers.call_worker",
+        openai_server.base_url,
+        str(cache_dir),
+        "200",
+        "4",
+    ]
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
@@ -118,8 +139,12 @@ def test_sigkill_halfway_then_resume_repeats_no_completed_call(openai_server, tm
     assert done.stdout.strip() == f"ok=200 cached={len(completed)}"
     assert openai_server.calls == 200 - len(completed)
     backend_id = "openai:judge-model"
-    resent = {CallRequest((user_message(m["messages"][0]["content"]),), GenerationParams(max_tokens=16), stage="kill")
-              .key(backend_id) for m in openai_server.log.bodies}
+    resent = {
+        CallRequest(
+            (user_message(m["messages"][0]["content"]),), GenerationParams(max_tokens=16), stage="kill"
+        ).key(backend_id)
+        for m in openai_server.log.bodies
+    }
     assert not resent & completed  # no completed call was repeated
     all_keys = {r.key(backend_id) for r in worker_requests(200)}
     assert resent | completed == all_keys

@@ -22,11 +22,16 @@ FAST_RETRY = RetryPolicy(max_attempts=10, initial_backoff_s=0.005, max_backoff_s
 
 
 def _backend(server, **options):
-    return create_backend("openai:judge-model", base_url=server.base_url, timeout_s=options.pop("timeout_s", 5), **options)
+    return create_backend(
+        "openai:judge-model", base_url=server.base_url, timeout_s=options.pop("timeout_s", 5), **options
+    )
 
 
 def _requests(n: int, stage: str = "test") -> list[CallRequest]:
-    return [CallRequest((user_message(f"question {i}"),), GenerationParams(max_tokens=16), stage=stage) for i in range(n)]
+    return [
+        CallRequest((user_message(f"question {i}"),), GenerationParams(max_tokens=16), stage=stage)
+        for i in range(n)
+    ]
 
 
 def test_reply_text_usage_and_snapshot(openai_server):
@@ -56,7 +61,11 @@ def test_generation_params_reach_the_server(openai_server):
     _backend(openai_server).generate([user_message("x")], params)
     body = openai_server.log.bodies[0]
     assert (body["temperature"], body["max_tokens"], body["top_p"], body["seed"], body["stop"]) == (
-        0.7, 33, 0.9, 5, ["END"]
+        0.7,
+        33,
+        0.9,
+        5,
+        ["END"],
     )
     assert "logprobs" not in body
 
@@ -74,7 +83,9 @@ def test_missing_key_without_base_url_is_a_clear_error():
 
 
 def test_logprobs_and_candidate_probabilities(openai_server):
-    openai_server.reply = lambda body: Scripted("Good", next_token_probs={"Good": 0.6, " Medium": 0.25, "Bad": 0.1, "ok": 0.05})
+    openai_server.reply = lambda body: Scripted(
+        "Good", next_token_probs={"Good": 0.6, " Medium": 0.25, "Bad": 0.1, "ok": 0.05}
+    )
     backend = _backend(openai_server)
     reply = backend.generate([user_message("rate")], GenerationParams(logprobs=True, top_logprobs=5))
     assert reply.logprobs_status == "ok"
@@ -85,7 +96,9 @@ def test_logprobs_and_candidate_probabilities(openai_server):
     assert scores.probabilities["Good"] == pytest.approx(0.6 / 0.95)
     assert scores.probabilities["Medium"] == pytest.approx(0.25 / 0.95)  # " Medium" counts for "Medium"
     assert scores.coverage == pytest.approx(0.95)
-    assert openai_server.log.bodies[-1]["max_tokens"] == 1 and openai_server.log.bodies[-1]["top_logprobs"] == 20
+    assert (
+        openai_server.log.bodies[-1]["max_tokens"] == 1 and openai_server.log.bodies[-1]["top_logprobs"] == 20
+    )
 
 
 def test_missing_logprobs_are_reported(openai_server, caplog):
@@ -109,8 +122,12 @@ def test_200_requests_with_30_percent_faults_all_succeed(openai_server, tmp_path
     faults = [f for f in openai_server.log.faults if f]
     assert 0.2 < len(faults) / len(openai_server.log.faults) < 0.4
     assert set(faults) == {"429", "500", "drop", "slow", "garbage", "truncated", "wrong_fields"}
-    assert len(openai_server.log.faults) - len(faults) == 200  # exactly one successful server reply per request
-    assert caller.stats.attempts == 200 + caller.stats.retries >= openai_server.calls  # a drop may never arrive
+    assert (
+        len(openai_server.log.faults) - len(faults) == 200
+    )  # exactly one successful server reply per request
+    assert (
+        caller.stats.attempts == 200 + caller.stats.retries >= openai_server.calls
+    )  # a drop may never arrive
     # a rerun answers everything from the cache without touching the server
     calls_before = openai_server.calls
     again = ModelCaller(backend, cache=caller.cache, concurrency=16, retry=FAST_RETRY).call_many(requests)
@@ -172,7 +189,9 @@ def test_backoff_grows_exponentially_with_full_jitter():
 
 
 def test_timeouts_are_retried(openai_server):
-    openai_server.faults = FaultPlan(always=lambda body: openai_server.calls == 1, always_kind="slow", slow_s=1.0)
+    openai_server.faults = FaultPlan(
+        always=lambda body: openai_server.calls == 1, always_kind="slow", slow_s=1.0
+    )
     caller = ModelCaller(_backend(openai_server, timeout_s=5), timeout_s=0.3, retry=FAST_RETRY)
     start = time.perf_counter()
     result = caller.call(CallRequest((user_message("x"),)))
@@ -212,7 +231,9 @@ def test_structured_output_is_repaired_reasked_then_recorded(openai_server, tmp_
 
     openai_server.reply = reply
     caller = ModelCaller(_backend(openai_server), cache=CallCache(tmp_path), retry=FAST_RETRY)
-    out = caller.call_structured_many([CallRequest((user_message(k),), stage="relevance") for k in replies], Relevance)
+    out = caller.call_structured_many(
+        [CallRequest((user_message(k),), stage="relevance") for k in replies], Relevance
+    )
     assert [r.status for r in out] == ["ok", "ok", "ok", "parse_failure"]
     assert out[0].value == Relevance(score=4, note="uses the model")
     assert out[1].value.score == 5
@@ -221,7 +242,9 @@ def test_structured_output_is_repaired_reasked_then_recorded(openai_server, tmp_
     assert out[3].raw_text == "I cannot rate this." and out[3].value is None and "no JSON" in out[3].error
     n = openai_server.calls
     assert n == 6  # 4 first answers + 2 re-asks
-    again = caller.call_structured_many([CallRequest((user_message(k),), stage="relevance") for k in replies], Relevance)
+    again = caller.call_structured_many(
+        [CallRequest((user_message(k),), stage="relevance") for k in replies], Relevance
+    )
     assert openai_server.calls == n and [r.status for r in again] == [r.status for r in out]
 
 

@@ -30,33 +30,95 @@ def _post(native: str, **kw) -> Post:
 
 
 def _full_records():
-    media = MediaRef(url="https://pbs.twimg.com/media/a.jpg", media_id="3_1", type="photo", alt_text="a cat",
-                     width=1024, height=768, sha256=SHA, path="ab/abab.jpg")
-    root = _post("1", url="https://x.com/u/status/1", author_id="u1", author="user_1",
-                 created_at=datetime(2025, 3, 26, 18, 0, tzinfo=timezone.utc), media=(media,),
-                 engagement={"likes": 10, "reposts": 2}, lang="en", raw={"nested": [1, 2.5, None, "é"]})
+    media = MediaRef(
+        url="https://pbs.twimg.com/media/a.jpg",
+        media_id="3_1",
+        type="photo",
+        alt_text="a cat",
+        width=1024,
+        height=768,
+        sha256=SHA,
+        path="ab/abab.jpg",
+    )
+    root = _post(
+        "1",
+        url="https://x.com/u/status/1",
+        author_id="u1",
+        author="user_1",
+        created_at=datetime(2025, 3, 26, 18, 0, tzinfo=timezone.utc),
+        media=(media,),
+        engagement={"likes": 10, "reposts": 2},
+        lang="en",
+        raw={"nested": [1, 2.5, None, "é"]},
+    )
     reply = _post("2", reply_to_id="x:1", root_id="x:1", quoted_id="x:9", text="Prompt: a cat in 🎩")
-    tree = Tree(root_id="x:1", posts=(root, reply), children={"x:1": ("x:2",)}, missing_ids=("x:0",), seed_ids=("x:2",))
+    tree = Tree(
+        root_id="x:1",
+        posts=(root, reply),
+        children={"x:1": ("x:2",)},
+        missing_ids=("x:0",),
+        seed_ids=("x:2",),
+    )
     sample = Sample(
-        id=sample_id(["x:1", "x:2"]), prompt="a cat in a hat", prompt_modified=True, prompt_fill_blank=False,
-        post_urls=("https://x.com/u/status/2", "https://x.com/u/status/1"), source_post_ids=("x:2", "x:1"),
-        quality="Benchmark", tier="Manual Review", review="input image",
+        id=sample_id(["x:1", "x:2"]),
+        prompt="a cat in a hat",
+        prompt_modified=True,
+        prompt_fill_blank=False,
+        post_urls=("https://x.com/u/status/2", "https://x.com/u/status/1"),
+        source_post_ids=("x:2", "x:1"),
+        quality="Benchmark",
+        tier="Manual Review",
+        review="input image",
         community_feedback=(Feedback(post_url="https://x.com/u/status/3", feedback="too yellow"),),
-        input_images=(media,), output_images=(MediaRef(url="https://e.com/o.png"),), is_screenshot=True,
+        input_images=(media,),
+        output_images=(MediaRef(url="https://e.com/o.png"),),
+        is_screenshot=True,
         input_bboxes=(BoundingBox(x1=0, y1=0.5, x2=10, y2=20, role="output"),),
         applicability=ApplicabilityFlags(face_identity=True, structure=None, no_color_shift=False),
-        platform="x", created_at=datetime(2025, 3, 27, 1, 2, 3, tzinfo=timezone(timedelta(hours=2))), has_nsfw=None,
+        platform="x",
+        created_at=datetime(2025, 3, 27, 1, 2, 3, tzinfo=timezone(timedelta(hours=2))),
+        has_nsfw=None,
         tree_id="x:1",
     )
     verdicts = [
-        Verdict(sample_id=sample.id, judge="openai:gpt-4o", judge_snapshot="gpt-4o-2024-08-06", model="m1",
-                rating=7, raw_text="... [[7]]", prompt_version="1", input_tokens=900, output_tokens=120, latency_s=2.5),
-        Verdict(sample_id=sample.id, judge="openai:gpt-4o", mode="pairwise", model_a="m1", model_b="m2", order="BA",
-                winner="tie", raw_text="[[C]]"),
-        Verdict(sample_id=sample.id, judge="transformers:q", mode="probability", model="m1", rating=6.4,
-                confidence=0.71),
-        Verdict(sample_id=sample.id, judge="openai:gpt-4o", model="m2", status="parse_failure", raw_text="I think 7",
-                error="no [[N]] rating"),
+        Verdict(
+            sample_id=sample.id,
+            judge="openai:gpt-4o",
+            judge_snapshot="gpt-4o-2024-08-06",
+            model="m1",
+            rating=7,
+            raw_text="... [[7]]",
+            prompt_version="1",
+            input_tokens=900,
+            output_tokens=120,
+            latency_s=2.5,
+        ),
+        Verdict(
+            sample_id=sample.id,
+            judge="openai:gpt-4o",
+            mode="pairwise",
+            model_a="m1",
+            model_b="m2",
+            order="BA",
+            winner="tie",
+            raw_text="[[C]]",
+        ),
+        Verdict(
+            sample_id=sample.id,
+            judge="transformers:q",
+            mode="probability",
+            model="m1",
+            rating=6.4,
+            confidence=0.71,
+        ),
+        Verdict(
+            sample_id=sample.id,
+            judge="openai:gpt-4o",
+            model="m2",
+            status="parse_failure",
+            raw_text="I think 7",
+            error="no [[N]] rating",
+        ),
     ]
     return [media, root, reply, tree, sample, *verdicts]
 
@@ -125,7 +187,9 @@ def test_verdict_failures_never_carry_scores():
 def test_post_ids_are_namespaced():
     assert make_post_id("x", 1904123) == "x:1904123"
     assert split_post_id("bluesky:at://did:plc:abc/app.bsky.feed.post/3k") == (
-        "bluesky", "at://did:plc:abc/app.bsky.feed.post/3k")
+        "bluesky",
+        "at://did:plc:abc/app.bsky.feed.post/3k",
+    )
     for bad in ("1904", ":12", "x:", "tiktok:1"):
         with pytest.raises(RecordError):
             split_post_id(bad)
@@ -153,8 +217,11 @@ _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
     text=_text,
     likes=st.integers(0, 10**9),
     when=st.none() | st.datetimes(timezones=st.just(timezone.utc)),
-    raw=st.recursive(st.none() | st.booleans() | st.integers(-2**53, 2**53) | _text,
-                     lambda c: st.lists(c, max_size=3) | st.dictionaries(_text, c, max_size=3), max_leaves=8),
+    raw=st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**53), 2**53) | _text,
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(_text, c, max_size=3),
+        max_leaves=8,
+    ),
 )
 def test_post_round_trip_property(native, text, likes, when, raw):
     post = _post(native, text=text, engagement={"likes": likes}, created_at=when, raw=raw)

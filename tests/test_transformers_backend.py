@@ -41,7 +41,9 @@ def test_generates_text_for_image_and_text_conversations(backend):
     ]
     replies = backend.generate_batch(calls)
     assert all(isinstance(r.text, str) for r in replies)
-    assert [r.usage.output_tokens <= p.max_tokens for (_, p), r in zip(calls, replies)] == [True] * 4
+    assert [r.usage.output_tokens <= p.max_tokens for (_, p), r in zip(calls, replies, strict=True)] == [
+        True
+    ] * 4
     assert replies[1].usage.output_tokens >= 1
     # same text: the image adds its vision tokens (2 for 40x56 in the tiny processor) plus start/end markers
     assert replies[0].usage.input_tokens == replies[1].usage.input_tokens + 4
@@ -70,7 +72,9 @@ def test_candidate_probabilities_sum_to_one(backend):
 
 
 def test_logprobs_of_generated_tokens(backend):
-    reply = backend.generate([user_message("hello")], GenerationParams(max_tokens=4, logprobs=True, top_logprobs=3))
+    reply = backend.generate(
+        [user_message("hello")], GenerationParams(max_tokens=4, logprobs=True, top_logprobs=3)
+    )
     assert reply.logprobs_status == "ok" and len(reply.logprobs) == reply.usage.output_tokens
     first = reply.logprobs[0]
     assert first.logprob <= 0 and len(first.top) == 3
@@ -82,7 +86,9 @@ def test_sampling_parameters_are_honoured(backend):
     msgs = [user_message("tell me something")]
     greedy = {backend.generate(msgs, GenerationParams(max_tokens=8)).text for _ in range(2)}
     assert len(greedy) == 1
-    hot = [backend.generate(msgs, GenerationParams(max_tokens=8, temperature=2.0, seed=s)).text for s in range(6)]
+    hot = [
+        backend.generate(msgs, GenerationParams(max_tokens=8, temperature=2.0, seed=s)).text for s in range(6)
+    ]
     assert len(set(hot)) > 1  # temperature is not silently ignored
     again = backend.generate(msgs, GenerationParams(max_tokens=8, temperature=2.0, seed=3)).text
     assert again == hot[3]  # seeded sampling is reproducible
@@ -91,7 +97,9 @@ def test_sampling_parameters_are_honoured(backend):
 def test_caller_batches_and_caches(backend, tmp_path):
     cache = CallCache(tmp_path)
     caller = ModelCaller(backend, cache=cache, concurrency=3)
-    reqs = [CallRequest((user_message(f"q{i}"),), GenerationParams(max_tokens=4), stage="judge") for i in range(5)]
+    reqs = [
+        CallRequest((user_message(f"q{i}"),), GenerationParams(max_tokens=4), stage="judge") for i in range(5)
+    ]
     first = caller.call_many(reqs)
     assert all(r.ok and not r.cached for r in first) and caller.stats.attempts == 5
     second = ModelCaller(backend, cache=cache, concurrency=3).call_many(reqs)
@@ -108,7 +116,9 @@ def test_bad_options_and_paths(tmp_path):
 
 @pytest.mark.slow
 def test_accelerate_launch_splits_work_and_gathers_in_order(tiny_vlm, tmp_path):
-    accelerate = shutil.which("accelerate", path=os.path.dirname(sys.executable)) or shutil.which("accelerate")
+    accelerate = shutil.which("accelerate", path=os.path.dirname(sys.executable)) or shutil.which(
+        "accelerate"
+    )
     if accelerate is None:
         pytest.skip("accelerate CLI not found")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
@@ -116,9 +126,28 @@ def test_accelerate_launch_splits_work_and_gathers_in_order(tiny_vlm, tmp_path):
     script = ["-m", "tests.helpers.distributed_generate", str(tiny_vlm)]
     subprocess.run([sys.executable, *script, str(single)], cwd=REPO_ROOT, env=env, check=True, timeout=300)
     launched = subprocess.run(
-        [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-         "--dynamo_backend", "no", "--main_process_port", "0", *script, str(multi)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
+        [
+            accelerate,
+            "launch",
+            "--multi_gpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            "0",
+            *script,
+            str(multi),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert launched.returncode == 0, launched.stderr[-3000:]
     one, two = json.loads(single.read_text()), json.loads(multi.read_text())

@@ -68,11 +68,12 @@ class BackendInfo:
     needs_target: bool
 
 
-_REGISTRY: dict[str, BackendInfo | type[Backend]] = {}
+_INFO: dict[str, BackendInfo] = {}
+_CLASSES: dict[str, type[Backend]] = {}
 
 
 def _builtin(name: str, target: str, description: str, extra: str | None, needs_target: bool) -> None:
-    _REGISTRY[name] = BackendInfo(name, target, description, extra, needs_target)
+    _INFO[name] = BackendInfo(name, target, description, extra, needs_target)
 
 
 _builtin(
@@ -102,12 +103,13 @@ def register_backend(cls: type[Backend]) -> type[Backend]:
     """Class decorator: register ``cls`` under ``cls.name``. Raises :class:`ConfigError` on a name clash."""
     if not cls.name:
         raise ConfigError(f"{cls.__qualname__} has no `name`; set the class attribute before registering")
-    existing = _REGISTRY.get(cls.name)
-    if existing is not None and existing is not cls:
-        is_same_builtin = isinstance(existing, BackendInfo) and existing.target == f"{cls.__module__}:{cls.__name__}"
-        if not is_same_builtin:
-            raise ConfigError(f"a backend named {cls.name!r} is already registered")
-    _REGISTRY[cls.name] = cls
+    target = f"{cls.__module__}:{cls.__qualname__}"
+    existing = _INFO.get(cls.name)
+    if existing is not None and existing.target != target:
+        raise ConfigError(f"a backend named {cls.name!r} is already registered ({existing.target})")
+    if existing is None:
+        _INFO[cls.name] = BackendInfo(cls.name, target, cls.description, None, cls.needs_target)
+    _CLASSES[cls.name] = cls
     return cls
 
 
@@ -118,20 +120,22 @@ def parse_spec(spec: str) -> tuple[str, str]:
     """
     name, _, target = spec.strip().partition(":")
     if not name:
-        raise ConfigError(f"empty backend spec {spec!r}; expected e.g. 'openai:gpt-4o' or 'transformers:<path>'")
-    if name not in _REGISTRY:
-        raise ConfigError(f"unknown backend {name!r} in spec {spec!r}; registered: {', '.join(sorted(_REGISTRY))}")
+        raise ConfigError(
+            f"empty backend spec {spec!r}; expected e.g. 'openai:gpt-4o' or 'transformers:<path>'"
+        )
+    if name not in _INFO:
+        raise ConfigError(
+            f"unknown backend {name!r} in spec {spec!r}; registered: {', '.join(sorted(_INFO))}"
+        )
     return name, target
 
 
 def _resolve(name: str) -> type[Backend]:
-    entry = _REGISTRY[name]
-    if isinstance(entry, BackendInfo):
-        module_name, _, class_name = entry.target.partition(":")
-        module = importlib.import_module(module_name)
-        entry = getattr(module, class_name)
-        _REGISTRY[name] = entry
-    return entry
+    cls = _CLASSES.get(name)
+    if cls is None:
+        module_name, _, class_name = _INFO[name].target.partition(":")
+        cls = _CLASSES[name] = getattr(importlib.import_module(module_name), class_name)
+    return cls
 
 
 def create_backend(spec: str, **options: Any) -> Backend:
@@ -146,21 +150,11 @@ def create_backend(spec: str, **options: Any) -> Backend:
         MissingDependencyError: the backend's optional extra is not installed.
     """
     name, target = parse_spec(spec)
-    info = _REGISTRY[name]
-    if isinstance(info, BackendInfo) and info.needs_target and not target:
+    if _INFO[name].needs_target and not target:
         raise ConfigError(f"backend {name!r} needs a target after ':' (e.g. '{name}:<model>'), got {spec!r}")
-    cls = _resolve(name)
-    return cls(target, **options)  # type: ignore[call-arg]
+    return _resolve(name)(target, **options)  # type: ignore[call-arg]
 
 
 def list_backends() -> list[BackendInfo]:
     """Every registered backend, sorted by name, without importing any of them."""
-    out = []
-    for name, entry in sorted(_REGISTRY.items()):
-        if isinstance(entry, BackendInfo):
-            out.append(entry)
-        else:
-            out.append(
-                BackendInfo(name, f"{entry.__module__}:{entry.__name__}", entry.description, None, True)
-            )
-    return out
+    return [info for _, info in sorted(_INFO.items())]

@@ -98,7 +98,9 @@ def image_part(image: Any, *, mime_type: str | None = None) -> ImagePart:
         img.save(buf, format="PNG")
         data, mime_type = buf.getvalue(), "image/png"
     else:
-        raise ConfigError(f"unsupported image input of type {type(image).__name__}; give a PIL image, bytes or a path")
+        raise ConfigError(
+            f"unsupported image input of type {type(image).__name__}; give a PIL image, bytes or a path"
+        )
     if mime_type is None:
         try:
             with Image.open(io.BytesIO(data)) as probe:
@@ -243,7 +245,9 @@ class _LoopThread:
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         if threading.current_thread() is self.thread:
-            raise RuntimeError("run_sync called from inside the echo-bench event loop; await the coroutine instead")
+            raise RuntimeError(
+                "run_sync called from inside the echo-bench event loop; await the coroutine instead"
+            )
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
 
@@ -267,6 +271,7 @@ class Backend(ABC):
 
     Attributes:
         name: registry name, the part of a spec before ``:`` (``openai``).
+        needs_target: whether a spec must name a model after ``:``.
         native_batching: ``True`` when :meth:`agenerate_batch` runs several calls in one forward pass (local
             models); the caller then sends batches instead of concurrent single calls.
         target: what follows ``:`` in the spec (model name, hub id or path).
@@ -275,6 +280,7 @@ class Backend(ABC):
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     native_batching: ClassVar[bool] = False
+    needs_target: ClassVar[bool] = True
 
     def __init__(self, target: str) -> None:
         self.target = target
@@ -321,7 +327,7 @@ class Backend(ABC):
         """Synchronous :meth:`acandidate_probabilities`."""
         return run_sync(self.acandidate_probabilities(messages, candidates, params))
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 (optional hook: most backends hold nothing to release)
         """Release network clients or models. Safe to call twice."""
 
     def close(self) -> None:

@@ -25,7 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, stop_after_delay
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+)
 
 from echo_builder.backends.base import (
     Backend,
@@ -287,7 +293,9 @@ class ModelCaller:
         return run_sync(self.acall(request))
 
     # -- many calls ------------------------------------------------------------------------------------------------
-    async def acall_many(self, requests: Sequence[CallRequest], *, progress: str | None = None) -> list[CallResult]:
+    async def acall_many(
+        self, requests: Sequence[CallRequest], *, progress: str | None = None
+    ) -> list[CallResult]:
         """Answer every request (cache first), at most ``concurrency`` at a time, results in input order.
 
         Args:
@@ -305,13 +313,15 @@ class ModelCaller:
                 results[i] = hit
             else:
                 missing.append((i, request, key))
-        bar = tqdm(total=len(requests), initial=len(requests) - len(missing), desc=progress, disable=progress is None)
+        bar = tqdm(
+            total=len(requests), initial=len(requests) - len(missing), desc=progress, disable=progress is None
+        )
         try:
             if self.backend.native_batching:
                 for start in range(0, len(missing), self.concurrency):
                     chunk = missing[start : start + self.concurrency]
                     done = await self._run_batched([(r, k) for _, r, k in chunk])
-                    for (i, _, _), result in zip(chunk, done):
+                    for (i, _, _), result in zip(chunk, done, strict=True):
                         results[i] = result
                     bar.update(len(chunk))
             else:
@@ -335,13 +345,15 @@ class ModelCaller:
         self.stats.attempts += len(items)
         replies = await self.backend.agenerate_batch([(r.messages, r.params) for r, _ in items])
         out = []
-        for (request, key), reply in zip(items, replies):
+        for (request, key), reply in zip(items, replies, strict=True):
             if isinstance(reply, Reply):
                 self._store(request, key, reply)
                 out.append(CallResult(request, key, reply=reply, attempts=1))
             else:
                 self.stats.failures += 1
-                out.append(CallResult(request, key, error=redact(str(reply)), error_kind="permanent", attempts=1))
+                out.append(
+                    CallResult(request, key, error=redact(str(reply)), error_kind="permanent", attempts=1)
+                )
         return out
 
     # -- structured output -------------------------------------------------------------------------------------------
@@ -361,7 +373,9 @@ class ModelCaller:
         if first.reply is None:
             return StructuredResult("error", None, "", first.error, (first,))
         try:
-            return StructuredResult("ok", parse_structured(first.reply.text, schema), first.reply.text, None, (first,))
+            return StructuredResult(
+                "ok", parse_structured(first.reply.text, schema), first.reply.text, None, (first,)
+            )
         except StructuredOutputError as exc:
             if not reask:
                 return StructuredResult("parse_failure", None, first.reply.text, exc.reason, (first,))
@@ -385,24 +399,36 @@ class ModelCaller:
         return StructuredResult("ok", value, second.reply.text, None, (first, second))
 
     async def acall_structured_many(
-        self, requests: Sequence[CallRequest], schema: type[M], *, reask: bool = True, progress: str | None = None
+        self,
+        requests: Sequence[CallRequest],
+        schema: type[M],
+        *,
+        reask: bool = True,
+        progress: str | None = None,
     ) -> list[StructuredResult[M]]:
         """:meth:`acall_structured` for many requests: first answers in one concurrent pass, re-asks in a second."""
         firsts = await self.acall_many(requests, progress=progress)
         return list(
             await asyncio.gather(
-                *(self._finish_structured(r, f, schema, reask) for r, f in zip(requests, firsts))
+                *(self._finish_structured(r, f, schema, reask) for r, f in zip(requests, firsts, strict=True))
             )
         )
 
     def call_structured_many(
-        self, requests: Sequence[CallRequest], schema: type[M], *, reask: bool = True, progress: str | None = None
+        self,
+        requests: Sequence[CallRequest],
+        schema: type[M],
+        *,
+        reask: bool = True,
+        progress: str | None = None,
     ) -> list[StructuredResult[M]]:
         """Synchronous :meth:`acall_structured_many`."""
         return run_sync(self.acall_structured_many(requests, schema, reask=reask, progress=progress))
 
     # -- candidate probabilities ---------------------------------------------------------------------------------------
-    async def acandidate_probabilities(self, request: CallRequest, candidates: Sequence[str]) -> CandidateScores:
+    async def acandidate_probabilities(
+        self, request: CallRequest, candidates: Sequence[str]
+    ) -> CandidateScores:
         """Cached :meth:`Backend.acandidate_probabilities`, with the same retry policy as generation.
 
         Raises :class:`~echo_builder.errors.BackendError` (e.g. ``LogprobsUnavailableError``) when it fails.

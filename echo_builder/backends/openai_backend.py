@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import email.utils
 import os
 import time
@@ -113,7 +114,9 @@ class OpenAIBackend(Backend):
     """Chat completions on an OpenAI-compatible server. See :class:`OpenAIConfig` for options."""
 
     name = "openai"
-    description = "any OpenAI-compatible chat-completions server (OpenAI, vLLM, SGLang, TGI, Ollama, OpenRouter)"
+    description = (
+        "any OpenAI-compatible chat-completions server (OpenAI, vLLM, SGLang, TGI, Ollama, OpenRouter)"
+    )
 
     def __init__(self, target: str, **options: Any) -> None:
         super().__init__(target)
@@ -125,7 +128,9 @@ class OpenAIBackend(Backend):
             import openai  # noqa: F401
         except ImportError:
             raise MissingDependencyError("openai", "all", "the openai: backend") from None
-        self.base_url = self.config.base_url or next((os.environ[k] for k in BASE_URL_ENV if os.environ.get(k)), None)
+        self.base_url = self.config.base_url or next(
+            (os.environ[k] for k in BASE_URL_ENV if os.environ.get(k)), None
+        )
         key = self.config.api_key.get_secret_value() if self.config.api_key else None
         key = key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
         if key is None:
@@ -187,9 +192,14 @@ class OpenAIBackend(Backend):
             retry_after = parse_retry_after(exc.response.headers)
             if status in _RETRYABLE_STATUS or status >= 500:
                 return RetryableBackendError(
-                    f"HTTP {status}: {message}", backend_id=self.backend_id, status_code=status, retry_after_s=retry_after
+                    f"HTTP {status}: {message}",
+                    backend_id=self.backend_id,
+                    status_code=status,
+                    retry_after_s=retry_after,
                 )
-            return PermanentBackendError(f"HTTP {status}: {message}", backend_id=self.backend_id, status_code=status)
+            return PermanentBackendError(
+                f"HTTP {status}: {message}", backend_id=self.backend_id, status_code=status
+            )
         if isinstance(exc, (openai.APIResponseValidationError, ValueError, TypeError, KeyError)):
             # Garbage, truncated JSON or a body of the wrong shape: the next attempt may be fine.
             return RetryableBackendError(f"unreadable reply: {message}", backend_id=self.backend_id)
@@ -279,10 +289,8 @@ class OpenAIBackend(Backend):
     async def aclose(self) -> None:
         clients, self._clients = self._clients, {}
         for client in clients.values():
-            try:
+            with contextlib.suppress(RuntimeError):  # its loop is gone; nothing left to release
                 await client.close()
-            except RuntimeError:  # its loop is gone; nothing left to release
-                pass
 
 
 def candidate_logprobs_from_alternatives(reply: Reply, candidates: Sequence[str]) -> CandidateScores:

@@ -43,6 +43,7 @@ class RulesBackend(Backend):
 
     name = "rules"
     description = "offline deterministic baseline for the curation stages (no model)"
+    needs_target = False
 
     def __init__(self, target: str = "", **options: Any) -> None:
         if options:
@@ -61,7 +62,9 @@ class RulesBackend(Backend):
             fn = _RULES[stage]
         except KeyError:
             known = ", ".join(sorted(_RULES)) or "none yet"
-            raise ConfigError(f"the rules backend has no implementation for stage {stage!r} (has: {known})") from None
+            raise ConfigError(
+                f"the rules backend has no implementation for stage {stage!r} (has: {known})"
+            ) from None
         return fn(*args, **kwargs)
 
     async def agenerate(self, messages: Sequence[Message], params: GenerationParams) -> Reply:

@@ -68,7 +68,9 @@ def _require() -> tuple[Any, Any]:
         import torch
         import transformers
     except ImportError as exc:
-        raise MissingDependencyError(exc.name or "transformers", "judge-local", "the transformers: backend") from None
+        raise MissingDependencyError(
+            exc.name or "transformers", "judge-local", "the transformers: backend"
+        ) from None
     return torch, transformers
 
 
@@ -88,7 +90,9 @@ class TransformersBackend(Backend):
     """A local VLM through transformers. The model loads on first use; see :class:`TransformersConfig`."""
 
     name = "transformers"
-    description = "local vision-language model via transformers (AutoModelForImageTextToText), multi-GPU via accelerate"
+    description = (
+        "local vision-language model via transformers (AutoModelForImageTextToText), multi-GPU via accelerate"
+    )
     native_batching = True
 
     def __init__(self, target: str, **options: Any) -> None:
@@ -110,7 +114,10 @@ class TransformersBackend(Backend):
             if self._model is not None:
                 return
             torch, transformers = _require()
-            kwargs: dict[str, Any] = {"revision": self.config.revision, "trust_remote_code": self.config.trust_remote_code}
+            kwargs: dict[str, Any] = {
+                "revision": self.config.revision,
+                "trust_remote_code": self.config.trust_remote_code,
+            }
             dtype = self.config.dtype
             if dtype != "auto":
                 if not isinstance(getattr(torch, dtype, None), torch.dtype):
@@ -213,14 +220,23 @@ class TransformersBackend(Backend):
             new_tokens = generated.sequences[:, prompt_len:]
             latency = (time.perf_counter() - t0) / len(chunk)
             step_logprobs = (
-                torch.log_softmax(torch.stack(generated.scores, dim=1).float(), dim=-1) if params.logprobs else None
+                torch.log_softmax(torch.stack(generated.scores, dim=1).float(), dim=-1)
+                if params.logprobs
+                else None
             )
             for row in range(len(chunk)):
                 out.append(self._reply(row, new_tokens, inputs, step_logprobs, params, tokenizer, latency))
         return out
 
     def _reply(
-        self, row: int, new_tokens: Any, inputs: Any, step_logprobs: Any, params: GenerationParams, tokenizer: Any, latency: float
+        self,
+        row: int,
+        new_tokens: Any,
+        inputs: Any,
+        step_logprobs: Any,
+        params: GenerationParams,
+        tokenizer: Any,
+        latency: float,
     ) -> Reply:
         ids = new_tokens[row].tolist()
         eos_ids = self._model.generation_config.eos_token_id
@@ -244,7 +260,10 @@ class TransformersBackend(Backend):
                     TokenLogprob(
                         token=tokenizer.decode([ids[step]]),
                         logprob=float(dist[ids[step]]),
-                        top=tuple((tokenizer.decode([i]), float(v)) for v, i in zip(top_v.tolist(), top_i.tolist())),
+                        top=tuple(
+                            (tokenizer.decode([i]), float(v))
+                            for v, i in zip(top_v.tolist(), top_i.tolist(), strict=True)
+                        ),
                     )
                 )
             logprobs = tuple(entries)
@@ -266,13 +285,15 @@ class TransformersBackend(Backend):
         for i, (_, params) in enumerate(calls):
             groups.setdefault(params, []).append(i)
         with self._run_lock:
-            for params, indices in groups.items():
+            for indices in groups.values():
                 try:
-                    replies: list[Reply | BackendError] = list(self._generate_group([calls[i] for i in indices]))
+                    replies: list[Reply | BackendError] = list(
+                        self._generate_group([calls[i] for i in indices])
+                    )
                 except (RuntimeError, ValueError) as exc:  # e.g. out of memory, a malformed chat template
                     err = PermanentBackendError(f"generation failed: {exc}", backend_id=self.backend_id)
                     replies = [err] * len(indices)
-                for i, reply in zip(indices, replies):
+                for i, reply in zip(indices, replies, strict=True):
                     results[i] = reply
         return [r for r in results if r is not None]
 
@@ -288,7 +309,7 @@ class TransformersBackend(Backend):
             return self._generate_local(calls)
         indices = list(range(len(calls)))
         with state.split_between_processes(indices) as mine:
-            local = list(zip(mine, self._generate_local([calls[i] for i in mine])))
+            local = list(zip(mine, self._generate_local([calls[i] for i in mine]), strict=True))
         gathered = gather_object(local)
         by_index = dict(gathered)
         return [by_index[i] for i in indices]
@@ -316,7 +337,9 @@ class TransformersBackend(Backend):
         clashes = {t for t in first_ids.values() if list(first_ids.values()).count(t) > 1}
         if clashes:
             shared = sorted(c for c, t in first_ids.items() if t in clashes)
-            raise ConfigError(f"candidates {shared} start with the same token; next-token scoring cannot tell them apart")
+            raise ConfigError(
+                f"candidates {shared} start with the same token; next-token scoring cannot tell them apart"
+            )
         with self._run_lock, torch.inference_mode():
             inputs = self._encode([messages])
             logits = self._model(**inputs).logits[0, -1].float()

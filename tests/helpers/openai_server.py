@@ -125,7 +125,9 @@ class FakeOpenAIServer:
 
         httpd = _Server(("127.0.0.1", 0), Handler)
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -215,7 +217,8 @@ def _logprobs(scripted: Scripted, top_k: int) -> list[dict[str, Any]]:
                 "logprob": lp,
                 "bytes": None,
                 "top_logprobs": [
-                    {"token": t, "logprob": math.log(p), "bytes": None} for t, p in alternatives[: max(top_k, 0)]
+                    {"token": t, "logprob": math.log(p), "bytes": None}
+                    for t, p in alternatives[: max(top_k, 0)]
                 ],
             }
         )
@@ -271,7 +274,12 @@ class _Handler(BaseHTTPRequestHandler):
                 given = self.headers.get("Authorization", "").removeprefix("Bearer ")
                 if given != owner.api_key:
                     # Like OpenAI, the error echoes (part of) the key: the client must never repeat it.
-                    msg = {"error": {"message": f"Incorrect API key provided: {given}", "type": "invalid_request_error"}}
+                    msg = {
+                        "error": {
+                            "message": f"Incorrect API key provided: {given}",
+                            "type": "invalid_request_error",
+                        }
+                    }
                     self._send(401, json.dumps(msg).encode())
                     return
             fault = owner._choose_fault(body, raw)
@@ -299,7 +307,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif kind == "500":
             self._send(500, b'{"error": {"message": "internal error", "type": "server_error"}}')
         elif kind == "400":
-            self._send(400, b'{"error": {"message": "bad request: invalid image", "type": "invalid_request_error"}}')
+            self._send(
+                400, b'{"error": {"message": "bad request: invalid image", "type": "invalid_request_error"}}'
+            )
         elif kind == "drop":
             self.close_connection = True
             self.connection.close()
