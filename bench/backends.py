@@ -31,27 +31,45 @@ def throughput(latency_s: float, levels: list[int], seconds_per_level: float) ->
         for concurrency in levels:
             n = max(concurrency * 4, int(seconds_per_level / latency_s * concurrency))
             caller = ModelCaller(backend, concurrency=concurrency)
-            reqs = [CallRequest((user_message(f"c{concurrency} q{i}"),), GenerationParams(max_tokens=8)) for i in range(n)]
+            reqs = [
+                CallRequest((user_message(f"c{concurrency} q{i}"),), GenerationParams(max_tokens=8))
+                for i in range(n)
+            ]
             caller.call_many(reqs[:concurrency])  # open the connections first
             start = time.perf_counter()
             results = caller.call_many(reqs[concurrency:])
             elapsed = time.perf_counter() - start
             assert all(r.ok for r in results)
             rates[concurrency] = len(results) / elapsed
-            print(f"  concurrency {concurrency:>3}: {len(results):>5} requests in {elapsed:6.2f} s = {rates[concurrency]:8.1f} req/s")
+            print(
+                f"  concurrency {concurrency:>3}: {len(results):>5} requests in {elapsed:6.2f} s = {rates[concurrency]:8.1f} req/s"
+            )
     return rates
 
 
 def cache_lookups(entries: int, lookups: int) -> tuple[float, float, int]:
-    reply = Reply(text="A plausible judge explanation. " * 8 + "[[7]]", backend_id="openai:bench",
-                  usage=Usage(input_tokens=900, output_tokens=120), model_snapshot="bench-2026", latency_s=1.2)
+    reply = Reply(
+        text="A plausible judge explanation. " * 8 + "[[7]]",
+        backend_id="openai:bench",
+        usage=Usage(input_tokens=900, output_tokens=120),
+        model_snapshot="bench-2026",
+        latency_s=1.2,
+    )
     value = reply.model_dump(mode="json")
     with tempfile.TemporaryDirectory() as tmp:
         cache = CallCache(Path(tmp))
         keys = [CallRequest((user_message(f"prompt {i}"),)).key("openai:bench") for i in range(entries)]
         start = time.perf_counter()
         for key in keys:
-            cache.put(key, value, backend="openai:bench", stage="judge", input_tokens=900, output_tokens=120, latency_s=1.2)
+            cache.put(
+                key,
+                value,
+                backend="openai:bench",
+                stage="judge",
+                input_tokens=900,
+                output_tokens=120,
+                latency_s=1.2,
+            )
         fill_rate = entries / (time.perf_counter() - start)
         cache.close()
         cache = CallCache(Path(tmp))  # warm: reopen, then read
@@ -66,9 +84,13 @@ def cache_lookups(entries: int, lookups: int) -> tuple[float, float, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--latency", type=float, default=0.1, help="injected server latency in seconds")
-    parser.add_argument("--seconds", type=float, default=3.0, help="approximate duration of each concurrency level")
+    parser.add_argument(
+        "--seconds", type=float, default=3.0, help="approximate duration of each concurrency level"
+    )
     parser.add_argument("--entries", type=int, default=100_000, help="cache entries for the lookup benchmark")
     parser.add_argument("--lookups", type=int, default=20_000)
     args = parser.parse_args()
@@ -82,7 +104,9 @@ def main() -> None:
 
     print("\n| measure | value | target |\n|---|---|---|")
     for c, r in rates.items():
-        print(f"| requests/s at concurrency {c} | {r:.1f} ({r / rates[1]:.1f}x c=1) | {'>= 15x at 32' if c == 32 else ''} |")
+        print(
+            f"| requests/s at concurrency {c} | {r:.1f} ({r / rates[1]:.1f}x c=1) | {'>= 15x at 32' if c == 32 else ''} |"
+        )
     print(f"| cache lookups/s, {args.entries:,} entries | {lookup_rate:,.0f} | >= 5,000 |")
     print(f"| cache writes/s (one transaction each) | {fill_rate:,.0f} | |")
     print(f"| cache size on disk | {size / 1e6:.1f} MB ({size / args.entries:.0f} B/entry) | |")

@@ -11,6 +11,7 @@ __all__ = [
     "BackendError",
     "ConfigError",
     "EchoError",
+    "ImageError",
     "LogprobsUnavailableError",
     "MissingDependencyError",
     "PermanentBackendError",
@@ -30,6 +31,10 @@ class ConfigError(EchoError, ValueError):
 
 class RecordError(EchoError, ValueError):
     """A record (post, tree, sample, verdict) is malformed or cannot be decoded."""
+
+
+class ImageError(EchoError, ValueError):
+    """An image cannot be read: corrupt, truncated, not an image, or too large (decompression-bomb guard)."""
 
 
 class MissingDependencyError(EchoError, ImportError):

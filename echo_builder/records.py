@@ -33,7 +33,7 @@ __all__ = [
 
 Quality = Literal["Benchmark", "Analysis", "Trash"]
 Tier = Literal["Benchmark", "Manual Review", "Discard"]
-VerdictStatus = Literal["ok", "parse_failure", "refusal", "error"]
+VerdictStatus = Literal["ok", "parse_failure", "refusal", "error", "missing_output"]
 
 
 class _Record(BaseModel):
@@ -261,11 +261,12 @@ class Verdict(_Record):
         rating: the parsed rating (1-10 for single; expected rating for probability mode); ``None`` on failure.
         confidence: for probability mode, the largest normalised rating-token probability in [0, 1].
         winner: pairwise outcome, ``A``, ``B`` or ``tie`` in terms of ``model_a`` / ``model_b``.
-        status: ``ok``, ``parse_failure``, ``refusal`` or ``error``; failures keep ``raw_text`` and ``error``.
+        status: ``ok``, ``parse_failure``, ``refusal``, ``error`` (judge failures, which keep ``raw_text`` and
+            ``error``), or ``missing_output`` (the model produced no usable image; no judge was called).
         criterion: what was judged (``overall``, ``text_rendering``, ...).
         prompt_version: version of the judge prompt template.
         input_tokens, output_tokens: token usage reported by the backend.
-        latency_s: wall time of the call in seconds (0 for cache hits is not used: the original time is kept).
+        latency_s: wall time of the original call in seconds (a cache hit keeps the original time).
     """
 
     sample_id: str

@@ -233,7 +233,9 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     owner: FakeOpenAIServer
     protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out in two writes; Nagle + delayed ACK would add 40 ms
+    disable_nagle_algorithm = (
+        True  # headers and body go out in two writes; Nagle + delayed ACK would add 40 ms
+    )
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         pass

@@ -1,0 +1,345 @@
+"""VLM judges: single-answer grading, pairwise grading in both orders, and probability scoring.
+
+A :class:`Judge` wraps one backend through a :class:`~echo_builder.backends.caller.ModelCaller` (cache,
+concurrency, retries) and turns each call into a :class:`~echo_builder.records.Verdict`. An ensemble is simply
+several judges over the same items; votes are combined later by :func:`echo_builder.stats.majority_vote`, so the
+order of judges cannot matter.
+
+Failure rules (ECHO, ``spec/ECHO.md`` Flow 2): an API error after the retry cap is status ``error``; a reply
+without a valid verdict is re-asked once, then ``parse_failure``; a declined or filtered reply is ``refusal``. A
+model without a usable output image gets ``missing_output`` and no judge call. All keep the raw text and the
+reason; none becomes a score.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from echo_builder.backends.base import GenerationParams, ImagePart, Message, TextPart, run_sync
+from echo_builder.backends.caller import CallRequest, CallResult, ModelCaller
+from echo_builder.errors import BackendError, ConfigError, ImageError
+from echo_builder.judge.images import prepare_for_judge
+from echo_builder.judge.parsing import parse_preference, parse_rating
+from echo_builder.judge.prompts import (
+    PAIRWISE,
+    PROBABILITY_DIGITS,
+    PROBABILITY_TRIG,
+    SINGLE,
+    JudgePrompt,
+    render,
+)
+from echo_builder.records import Verdict
+
+__all__ = ["Judge", "JudgeItem", "trig_score"]
+
+_RATING_REASK = (
+    "Your reply has no valid final rating. Give your overall rating now, as an integer 1-10 written [[N]]."
+)
+_PREFERENCE_REASK = (
+    "Your reply has no valid final verdict. Answer now with exactly one of [[A]], [[B]] or [[C]]."
+)
+_TRIG_VALUES = {"Good": 1.0, "Medium": 0.5, "Bad": 0.0}
+
+
+@dataclass(frozen=True)
+class JudgeItem:
+    """One model output to judge.
+
+    Attributes:
+        sample_id: the benchmark sample.
+        prompt: the user's prompt.
+        inputs: the sample's input images (paths, bytes, PIL images or datasets image dicts); empty for
+            text-to-image.
+        model: the model that produced ``output``.
+        output: the output image, or ``None`` when the model produced none.
+        output_error: why the output is missing, when known (e.g. the generator's refusal).
+    """
+
+    sample_id: str
+    prompt: str
+    inputs: tuple[Any, ...]
+    model: str
+    output: Any | None
+    output_error: str | None = field(default=None, compare=False)
+
+
+def trig_score(probabilities: dict[str, float]) -> tuple[float, float]:
+    """TRIGScore (TRIG-Bench, arXiv 2507.22100): Good/Medium/Bad mapped to 1/0.5/0, expectation times confidence.
+
+    Returns ``(score in [0, 1], confidence in [0, 1])`` where confidence is the largest normalised probability.
+    """
+    expected = sum(_TRIG_VALUES[k] * p for k, p in probabilities.items())
+    confidence = max(probabilities.values())
+    return expected * confidence, confidence
+
+
+class Judge:
+    """One judge backend applying ECHO's protocols.
+
+    Args:
+        caller: the backend with its cache and limits; ``caller.backend.backend_id`` names the judge.
+        params: generation parameters of judge calls (greedy, 1,024 tokens by default).
+        short_side: images are resized to this shorter side (px) and sent as JPEG quality 85, as ECHO did.
+    """
+
+    def __init__(
+        self, caller: ModelCaller, *, params: GenerationParams | None = None, short_side: int = 512
+    ) -> None:
+        self.caller = caller
+        self.params = params or GenerationParams(temperature=0.0, max_tokens=1024)
+        self.short_side = short_side
+        self._prepared: dict[Any, ImagePart] = {}
+
+    @property
+    def judge_id(self) -> str:
+        return self.caller.backend.backend_id
+
+    # -- helpers ------------------------------------------------------------------------------------------------------
+    def _image(self, image: Any, name: str) -> ImagePart:
+        # Items share input images across models: prepare each once. Paths key by path, bytes by content; other
+        # objects by identity, which is safe because the memo is cleared per call while the items are alive.
+        if isinstance(image, (str, Path)):
+            key: Any = ("path", str(image))
+        elif isinstance(image, (bytes, bytearray)):
+            key = ("bytes", hashlib.sha256(image).hexdigest())
+        else:
+            key = ("object", id(image))
+        part = self._prepared.get(key)
+        if part is None:
+            part = self._prepared[key] = prepare_for_judge(image, short_side=self.short_side, name=name)
+        return part
+
+    def _messages(
+        self, template: JudgePrompt, item: JudgeItem, outputs: Sequence[ImagePart]
+    ) -> tuple[Message, ...]:
+        inputs = [self._image(img, f"{item.sample_id} input {i}") for i, img in enumerate(item.inputs)]
+        user = (*inputs, *outputs, TextPart(render(template, item.prompt, len(inputs))))
+        return (Message("system", (TextPart(template.system),)), Message("user", user))
+
+    def _base(self, item: JudgeItem, template: JudgePrompt, mode: str) -> dict[str, Any]:
+        return {
+            "sample_id": item.sample_id,
+            "judge": self.judge_id,
+            "mode": mode,
+            "prompt_version": template.version,
+        }
+
+    @staticmethod
+    def _usage(result: CallResult) -> dict[str, Any]:
+        reply = result.reply
+        if reply is None:
+            return {}
+        return {
+            "judge_snapshot": reply.model_snapshot,
+            "input_tokens": reply.usage.input_tokens,
+            "output_tokens": reply.usage.output_tokens,
+            "latency_s": reply.latency_s,
+        }
+
+    def _output_part(self, item: JudgeItem) -> ImagePart | str:
+        """The prepared output image, or the reason it is missing."""
+        if item.output is None:
+            return item.output_error or "no output image"
+        try:
+            return self._image(item.output, f"{item.model}/{item.sample_id}")
+        except ImageError as exc:
+            return f"unreadable output: {exc}"
+
+    # -- single-answer grading ---------------------------------------------------------------------------------------
+    async def asingle(self, items: Sequence[JudgeItem], *, progress: str | None = None) -> list[Verdict]:
+        """Rate each output 1-10 (ECHO's single-answer grading). One :class:`Verdict` per item, in order."""
+        self._prepared.clear()
+        verdicts: list[Verdict | None] = [None] * len(items)
+        requests: list[CallRequest] = []
+        slots: list[int] = []
+        for i, item in enumerate(items):
+            output = self._output_part(item)
+            base = {**self._base(item, SINGLE, "single"), "model": item.model}
+            if isinstance(output, str):
+                verdicts[i] = Verdict(**base, status="missing_output", error=output)
+                continue
+            try:
+                messages = self._messages(SINGLE, item, [output])
+            except ImageError as exc:
+                verdicts[i] = Verdict(**base, status="error", error=f"input image: {exc}")
+                continue
+            requests.append(
+                CallRequest(messages, self.params, stage="judge-single", prompt_version=SINGLE.version)
+            )
+            slots.append(i)
+        results = await self.caller.acall_many(requests, progress=progress)
+        finished = await asyncio.gather(*(self._finish_single(r) for r in results))
+        for i, (result, parsed) in zip(slots, finished, strict=True):
+            item = items[i]
+            base = {**self._base(item, SINGLE, "single"), "model": item.model, **self._usage(result)}
+            verdicts[i] = self._rating_verdict(base, result, parsed)
+        return [v for v in verdicts if v is not None]
+
+    async def _finish_single(self, result: CallResult) -> tuple[CallResult, Any]:
+        if result.reply is None:
+            return result, None
+        parsed = parse_rating(result.reply.text, result.reply.finish_reason)
+        if parsed.status != "parse_failure":
+            return result, parsed
+        retry = await self.caller.acall(_reask(result, _RATING_REASK))
+        if retry.reply is None:
+            return result, parsed
+        return retry, parse_rating(retry.reply.text, retry.reply.finish_reason)
+
+    @staticmethod
+    def _rating_verdict(base: dict[str, Any], result: CallResult, parsed: Any) -> Verdict:
+        if result.reply is None:
+            return Verdict(**base, status="error", error=result.error)
+        if parsed.status == "ok":
+            return Verdict(**base, rating=float(parsed.rating), raw_text=result.reply.text)
+        return Verdict(**base, status=parsed.status, raw_text=result.reply.text, error=parsed.reason)
+
+    def single(self, items: Sequence[JudgeItem], *, progress: str | None = None) -> list[Verdict]:
+        """Synchronous :meth:`asingle`."""
+        return run_sync(self.asingle(items, progress=progress))
+
+    # -- pairwise grading -----------------------------------------------------------------------------------------------
+    async def apairwise(
+        self, pairs: Sequence[tuple[JudgeItem, JudgeItem]], *, progress: str | None = None
+    ) -> list[Verdict]:
+        """Judge each pair in both orders (AB then BA). Two verdicts per pair, ``winner`` in model_a/model_b terms.
+
+        A pair with a missing output gets ``missing_output`` verdicts (no call); the statistics decide who loses.
+        """
+        self._prepared.clear()
+        verdicts: list[Verdict | None] = []
+        requests: list[CallRequest] = []
+        meta: list[tuple[int, dict[str, Any]]] = []
+        for a, b in pairs:
+            if a.sample_id != b.sample_id:
+                raise ConfigError(f"pair mixes samples {a.sample_id!r} and {b.sample_id!r}")
+            outs = {a.model: self._output_part(a), b.model: self._output_part(b)}
+            for order, (first, second) in (("AB", (a, b)), ("BA", (b, a))):
+                base = {
+                    **self._base(a, PAIRWISE, "pairwise"),
+                    "model_a": a.model,
+                    "model_b": b.model,
+                    "order": order,
+                }
+                missing = [f"{m}: {o}" for m, o in outs.items() if isinstance(o, str)]
+                if missing:
+                    verdicts.append(Verdict(**base, status="missing_output", error="; ".join(missing)))
+                    continue
+                try:
+                    messages = self._messages(PAIRWISE, a, [outs[first.model], outs[second.model]])
+                except ImageError as exc:
+                    verdicts.append(Verdict(**base, status="error", error=f"input image: {exc}"))
+                    continue
+                requests.append(
+                    CallRequest(
+                        messages, self.params, stage="judge-pairwise", prompt_version=PAIRWISE.version
+                    )
+                )
+                meta.append((len(verdicts), base))
+                verdicts.append(None)
+        results = await self.caller.acall_many(requests, progress=progress)
+        finished = await asyncio.gather(*(self._finish_pairwise(r) for r in results))
+        for (slot, base), (result, parsed) in zip(meta, finished, strict=True):
+            full = {**base, **self._usage(result)}
+            if result.reply is None:
+                verdicts[slot] = Verdict(**full, status="error", error=result.error)
+            elif parsed.status != "ok":
+                verdicts[slot] = Verdict(
+                    **full, status=parsed.status, raw_text=result.reply.text, error=parsed.reason
+                )
+            else:
+                # The judge names positions; map them back to models so the AB/BA verdicts are comparable.
+                winner = parsed.winner
+                if base["order"] == "BA" and winner != "tie":
+                    winner = "B" if winner == "A" else "A"
+                verdicts[slot] = Verdict(**full, winner=winner, raw_text=result.reply.text)
+        return [v for v in verdicts if v is not None]
+
+    async def _finish_pairwise(self, result: CallResult) -> tuple[CallResult, Any]:
+        if result.reply is None:
+            return result, None
+        parsed = parse_preference(result.reply.text, result.reply.finish_reason)
+        if parsed.status != "parse_failure":
+            return result, parsed
+        retry = await self.caller.acall(_reask(result, _PREFERENCE_REASK))
+        if retry.reply is None:
+            return result, parsed
+        return retry, parse_preference(retry.reply.text, retry.reply.finish_reason)
+
+    def pairwise(
+        self, pairs: Sequence[tuple[JudgeItem, JudgeItem]], *, progress: str | None = None
+    ) -> list[Verdict]:
+        """Synchronous :meth:`apairwise`."""
+        return run_sync(self.apairwise(pairs, progress=progress))
+
+    # -- probability scoring ------------------------------------------------------------------------------------------
+    async def aprobability(
+        self, items: Sequence[JudgeItem], *, scale: Literal["digits", "trig"] = "digits"
+    ) -> list[Verdict]:
+        """Score from next-token probabilities (Q-Align / TRIGScore style).
+
+        ``digits``: rating = expected value of 1..9 under the normalised digit probabilities; ``trig``: TRIGScore
+        in [0, 1] (:func:`trig_score`). ``confidence`` is the largest normalised probability. A backend without
+        log-probabilities gives ``error`` verdicts that say so.
+        """
+        self._prepared.clear()
+        template = PROBABILITY_DIGITS if scale == "digits" else PROBABILITY_TRIG
+        candidates = [str(d) for d in range(1, 10)] if scale == "digits" else list(_TRIG_VALUES)
+        params = self.params.model_copy(update={"max_tokens": 1})
+
+        async def one(item: JudgeItem) -> Verdict:
+            base = {
+                **self._base(item, template, "probability"),
+                "model": item.model,
+                "criterion": f"overall-{scale}",
+            }
+            output = self._output_part(item)
+            if isinstance(output, str):
+                return Verdict(**base, status="missing_output", error=output)
+            try:
+                request = CallRequest(
+                    self._messages(template, item, [output]),
+                    params,
+                    stage="judge-prob",
+                    prompt_version=template.version,
+                )
+                scores = await self.caller.acandidate_probabilities(request, candidates)
+            except (BackendError, ImageError) as exc:
+                return Verdict(**base, status="error", error=str(exc))
+            probs = scores.probabilities
+            if scale == "digits":
+                rating = sum(int(k) * p for k, p in probs.items())
+                confidence = max(probs.values())
+            else:
+                rating, confidence = trig_score(probs)
+            return Verdict(
+                **base, rating=rating, confidence=min(1.0, confidence), judge_snapshot=scores.model_snapshot
+            )
+
+        return list(await asyncio.gather(*(one(item) for item in items)))
+
+    def probability(
+        self, items: Sequence[JudgeItem], *, scale: Literal["digits", "trig"] = "digits"
+    ) -> list[Verdict]:
+        """Synchronous :meth:`aprobability`."""
+        return run_sync(self.aprobability(items, scale=scale))
+
+
+def _reask(result: CallResult, text: str) -> CallRequest:
+    request = result.request
+    assert result.reply is not None
+    return CallRequest(
+        (
+            *request.messages,
+            Message("assistant", (TextPart(result.reply.text),)),
+            Message("user", (TextPart(text),)),
+        ),
+        request.params,
+        stage=request.stage,
+        prompt_version=request.prompt_version,
+    )

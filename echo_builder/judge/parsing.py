@@ -1,0 +1,78 @@
+"""Reading a judge's verdict out of its reply.
+
+Ratings: the **last** ``[[...]]`` in the reply is the verdict (judges often quote the format or give a provisional
+rating first; the reference code took the first, one of the defects listed in ``spec/ECHO.md``). It must be an
+integer from 1 to 10; ``[[7.5]]``, ``[[11]]``, ``[[0]]`` or no bracket at all are parse failures. A reply that
+declines to judge, or a content-filter stop, is a refusal. Failures are never turned into a score.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["ParsedPreference", "ParsedRating", "looks_like_refusal", "parse_preference", "parse_rating"]
+
+_BRACKETS = re.compile(r"\[\[\s*([^\[\]]*?)\s*\]\]")
+_INTEGER = re.compile(r"[+-]?\d+")
+_REFUSAL = re.compile(
+    r"\b(I\s*(?:can(?:no|')t|am\s+(?:not\s+able|unable)|'m\s+(?:not\s+able|unable|sorry))|I\s+won't|"
+    r"unable\s+to\s+(?:assist|help|evaluate|view|see)|content\s+policy|cannot\s+(?:assist|help|evaluate))",
+    re.IGNORECASE,
+)
+
+
+def looks_like_refusal(text: str, finish_reason: str | None = None) -> bool:
+    """True for a content-filter stop, an empty reply, or a reply that declines the task."""
+    return finish_reason == "content_filter" or not text.strip() or bool(_REFUSAL.search(text))
+
+
+@dataclass(frozen=True)
+class ParsedRating:
+    """``rating`` in 1..10 when ``status == "ok"``; otherwise ``None`` with the reason."""
+
+    rating: int | None
+    status: Literal["ok", "parse_failure", "refusal"]
+    reason: str | None = None
+
+
+def parse_rating(
+    text: str, finish_reason: str | None = None, *, low: int = 1, high: int = 10
+) -> ParsedRating:
+    """Parse the last ``[[N]]`` of a judge reply as an integer rating in ``[low, high]``."""
+    found = _BRACKETS.findall(text)
+    if not found:
+        if looks_like_refusal(text, finish_reason):
+            return ParsedRating(None, "refusal", "the judge declined or was filtered")
+        return ParsedRating(None, "parse_failure", "no [[N]] rating in the reply")
+    last = found[-1]
+    if not _INTEGER.fullmatch(last):
+        return ParsedRating(None, "parse_failure", f"last rating [[{last}]] is not an integer")
+    value = int(last)
+    if not low <= value <= high:
+        return ParsedRating(None, "parse_failure", f"last rating [[{value}]] is outside {low}-{high}")
+    return ParsedRating(value, "ok")
+
+
+@dataclass(frozen=True)
+class ParsedPreference:
+    """``winner`` is ``A``, ``B`` or ``tie`` (from ``[[C]]``) when ``status == "ok"``."""
+
+    winner: Literal["A", "B", "tie"] | None
+    status: Literal["ok", "parse_failure", "refusal"]
+    reason: str | None = None
+
+
+def parse_preference(text: str, finish_reason: str | None = None) -> ParsedPreference:
+    """Parse the last ``[[A]]`` / ``[[B]]`` / ``[[C]]`` of a pairwise judge reply."""
+    found = _BRACKETS.findall(text)
+    if not found:
+        if looks_like_refusal(text, finish_reason):
+            return ParsedPreference(None, "refusal", "the judge declined or was filtered")
+        return ParsedPreference(None, "parse_failure", "no [[A]], [[B]] or [[C]] verdict in the reply")
+    last = found[-1].upper()
+    mapping: dict[str, Literal["A", "B", "tie"]] = {"A": "A", "B": "B", "C": "tie", "TIE": "tie"}
+    if last not in mapping:
+        return ParsedPreference(None, "parse_failure", f"last verdict [[{found[-1]}]] is not A, B or C")
+    return ParsedPreference(mapping[last], "ok")

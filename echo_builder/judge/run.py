@@ -1,0 +1,234 @@
+"""A judge run: a benchmark config plus a folder of model outputs, judged by one or more VLM judges.
+
+Layout read: ``<outputs>/<model>/<sample_id>.<ext>`` (ext one of :data:`IMAGE_EXTENSIONS`). Files are matched by
+exact stem, never by prefix or directory order (both were defects of the reference code); two files for one
+sample in one model folder are an error. Layout written under ``--out RUN``:
+
+- ``verdicts.parquet``: one :class:`~echo_builder.records.Verdict` row per judgment (single: sample x model x
+  judge; pairwise: sample x model pair x order x judge), including failures and missing outputs;
+- ``run.json``: what was judged and how (package version, benchmark, config, models, judges with the model
+  snapshots they reported, prompt versions, counts per status, cache hits);
+- ``cache/``: the call cache (unless another is given), so a rerun or a resumed run repeats no call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from echo_builder import __version__
+from echo_builder.backends import create_backend
+from echo_builder.backends.caller import ModelCaller, RetryPolicy
+from echo_builder.cache import CallCache
+from echo_builder.errors import ConfigError
+from echo_builder.judge.judging import Judge, JudgeItem
+from echo_builder.judge.prompts import PAIRWISE, PROBABILITY_DIGITS, SINGLE
+from echo_builder.records import Verdict
+from echo_builder.secrets import get_logger
+
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "JudgeRunResult",
+    "discover_outputs",
+    "read_verdicts",
+    "run_judging",
+    "write_verdicts",
+]
+
+log = get_logger(__name__)
+IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff"})
+VERDICTS_FILE = "verdicts.parquet"
+RUN_FILE = "run.json"
+
+
+def discover_outputs(outputs_dir: str | Path) -> dict[str, dict[str, Path]]:
+    """``{model: {sample_id: image path}}`` from ``<outputs>/<model>/<sample_id>.<ext>``, sorted.
+
+    Hidden folders and non-image files are ignored. Raises :class:`ConfigError` when the folder does not exist,
+    holds no model folder, or a model has two images for one sample.
+    """
+    root = Path(outputs_dir)
+    if not root.is_dir():
+        raise ConfigError(f"outputs folder {str(root)!r} does not exist")
+    found: dict[str, dict[str, Path]] = {}
+    for model_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        files: dict[str, Path] = {}
+        for f in sorted(model_dir.iterdir()):
+            if not f.is_file() or f.suffix.lower() not in IMAGE_EXTENSIONS:
+                continue
+            if f.stem in files:
+                raise ConfigError(
+                    f"model {model_dir.name!r} has two outputs for sample {f.stem!r}: {files[f.stem].name} and "
+                    f"{f.name}; keep one"
+                )
+            files[f.stem] = f
+        found[model_dir.name] = files
+    if not found:
+        raise ConfigError(f"no model folders in {str(root)!r}; expected <outputs>/<model>/<sample_id>.png")
+    return found
+
+
+def write_verdicts(verdicts: Sequence[Verdict], path: str | Path) -> None:
+    """Write verdicts as Parquet atomically (temp file, then rename), so a crash never leaves half a file."""
+    import pandas as pd
+
+    path = Path(path)
+    frame = pd.DataFrame([v.model_dump(mode="json") for v in verdicts], columns=list(Verdict.model_fields))
+    tmp = path.with_suffix(".parquet.tmp")
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def read_verdicts(path: str | Path) -> list[Verdict]:
+    """Verdicts from a Parquet file written by :func:`write_verdicts` (or a run folder holding one)."""
+    import pandas as pd
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / VERDICTS_FILE
+    if not path.is_file():
+        raise ConfigError(f"no verdicts at {str(path)!r}; run `echo-bench judge ... --out RUN` first")
+    frame = pd.read_parquet(path)
+    rows = frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
+    return [Verdict.model_validate(row) for row in rows]
+
+
+@dataclass
+class JudgeRunResult:
+    """What a run produced: the verdicts, where they are, and a summary for people."""
+
+    out_dir: Path
+    verdicts: list[Verdict]
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def _items(
+    samples: Sequence[dict[str, Any]], outputs: dict[str, dict[str, Path]]
+) -> dict[str, list[JudgeItem]]:
+    per_sample: dict[str, list[JudgeItem]] = {}
+    for row in samples:
+        inputs = tuple(img for img in (row.get("input_images") or ()) if img is not None)
+        per_sample[row["id"]] = [
+            JudgeItem(row["id"], row["prompt"], inputs, model, outputs[model].get(row["id"]))
+            for model in outputs
+        ]
+    return per_sample
+
+
+def run_judging(
+    benchmark: str | Path,
+    config: str,
+    outputs_dir: str | Path,
+    judges: Sequence[str],
+    out_dir: str | Path,
+    *,
+    mode: Literal["single", "pairwise", "probability"] = "single",
+    judge_options: dict[str, dict[str, Any]] | None = None,
+    concurrency: int = 8,
+    timeout_s: float = 120.0,
+    max_attempts: int = 6,
+    cache_dir: str | Path | None = None,
+    limit: int | None = None,
+    progress: bool = True,
+) -> JudgeRunResult:
+    """Judge every (sample, model) of ``config`` with every judge spec and write the run folder.
+
+    Args:
+        benchmark: hub-shaped benchmark folder (or Hub id) holding ``config``.
+        outputs_dir: ``<outputs>/<model>/<sample_id>.<ext>``.
+        judges: backend specs (``openai:gpt-4o``, ``transformers:/models/qwen``); several make an ensemble.
+        out_dir: run folder to write (created).
+        mode: ``single`` (1-10 ratings), ``pairwise`` (both orders) or ``probability`` (expected digit rating).
+        judge_options: backend options per spec (``{"openai:gpt-4o": {"base_url": ...}}``).
+        limit: judge only the first ``limit`` samples (for a quick look).
+
+    Raises:
+        ConfigError: no judges, no models, unknown mode, or unreadable outputs.
+    """
+    from echo_dataset.loading import read_config
+
+    if not judges:
+        raise ConfigError("give at least one --judge backend spec")
+    if len(set(judges)) != len(judges):
+        raise ConfigError(f"a judge is listed twice: {list(judges)}")
+    if mode not in ("single", "pairwise", "probability"):
+        raise ConfigError(f"unknown mode {mode!r}; use single, pairwise or probability")
+    samples = read_config(benchmark, config)
+    if limit is not None:
+        samples = samples[:limit]
+    outputs = discover_outputs(outputs_dir)
+    known = {row["id"] for row in samples}
+    stray = {m: sorted(set(files) - known) for m, files in outputs.items() if set(files) - known}
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cache = CallCache(cache_dir or out / "cache")
+    per_sample = _items(samples, outputs)
+    verdicts: list[Verdict] = []
+    judge_info: list[dict[str, Any]] = []
+    started = time.time()
+    try:
+        for spec in judges:
+            backend = create_backend(spec, **(judge_options or {}).get(spec, {}))
+            caller = ModelCaller(
+                backend,
+                cache=cache,
+                concurrency=concurrency,
+                timeout_s=timeout_s,
+                retry=RetryPolicy(max_attempts=max_attempts),
+            )
+            judge = Judge(caller)
+            label = f"judging with {spec}" if progress else None
+            if mode == "single":
+                batch = judge.single([it for items in per_sample.values() for it in items], progress=label)
+            elif mode == "probability":
+                batch = judge.probability([it for items in per_sample.values() for it in items])
+            else:
+                pairs = [pair for items in per_sample.values() for pair in itertools.combinations(items, 2)]
+                batch = judge.pairwise(pairs, progress=label)
+            verdicts.extend(batch)
+            snapshots = sorted({v.judge_snapshot for v in batch if v.judge_snapshot})
+            judge_info.append(
+                {
+                    "spec": spec,
+                    "snapshots": snapshots,
+                    "calls": caller.stats.attempts,
+                    "cache_hits": caller.stats.cache_hits,
+                    "requests": caller.stats.requests,
+                    "input_tokens": caller.stats.input_tokens,
+                    "output_tokens": caller.stats.output_tokens,
+                    "statuses": dict(Counter(v.status for v in batch)),
+                }
+            )
+            backend.close()
+    finally:
+        cache.close()
+    write_verdicts(verdicts, out / VERDICTS_FILE)
+    prompt = {"single": SINGLE, "pairwise": PAIRWISE, "probability": PROBABILITY_DIGITS}[mode]
+    summary = {
+        "echo_bench_version": __version__,
+        "benchmark": str(benchmark),
+        "config": config,
+        "mode": mode,
+        "prompt_version": prompt.version,
+        "n_samples": len(samples),
+        "models": sorted(outputs),
+        "missing_outputs": {m: sum(1 for s in known if s not in outputs[m]) for m in sorted(outputs)},
+        "stray_outputs": {m: len(v) for m, v in stray.items()},
+        "judges": judge_info,
+        "n_verdicts": len(verdicts),
+        "statuses": dict(Counter(v.status for v in verdicts)),
+        "wall_time_s": round(time.time() - started, 3),
+    }
+    (out / RUN_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    if stray:
+        log.warning(
+            "outputs for samples not in %s/%s were ignored: %s", benchmark, config, summary["stray_outputs"]
+        )
+    return JudgeRunResult(out, verdicts, summary)
