@@ -1,8 +1,7 @@
 """The ``echo-bench`` command line.
 
-Commands so far: ``backends list``, ``backends ping SPEC``, ``cache stats DIR``. Curation (``build``,
-``publish``), evaluation (``judge``, ``leaderboard``, ``agreement``, ``metrics``) and ``demo`` plug in here as
-they land. Heavy imports happen inside the command that needs them, so ``echo-bench --help`` is instant.
+Commands: ``judge``, ``leaderboard``, ``agreement``, ``backends list|ping``, ``cache stats``. Curation
+(``build``, ``publish``), ``metrics`` and ``demo`` plug in here as they land. Heavy imports happen inside the command that needs them, so ``echo-bench --help`` is instant.
 """
 
 from __future__ import annotations
@@ -145,6 +144,253 @@ def cache_stats(directory: str, fmt: str) -> None:
             )
     if stats.stages:
         click.echo("\nentries per stage: " + ", ".join(f"{k}={v:,}" for k, v in sorted(stats.stages.items())))
+
+
+def _backend_options(
+    specs: tuple[str, ...], base_url: str | None, options: tuple[str, ...]
+) -> dict[str, Any]:
+    """The same options for every ``openai:`` judge (base URL) and every judge (``-o KEY=VALUE``)."""
+    shared = _parse_options(options)
+    out = {}
+    for spec in specs:
+        opts = dict(shared)
+        if base_url and spec.startswith("openai:"):
+            opts["base_url"] = base_url
+        out[spec] = opts
+    return out
+
+
+@cli.command()
+@click.option("--benchmark", required=True, help="Hub-shaped benchmark folder (or Hub dataset id).")
+@click.option(
+    "--config", "config_name", required=True, help="Config to judge: image_to_image, text_to_image, ..."
+)
+@click.option(
+    "--outputs", required=True, type=click.Path(file_okay=False), help="Folder <model>/<sample_id>.png."
+)
+@click.option(
+    "--judge",
+    "judges",
+    required=True,
+    multiple=True,
+    metavar="SPEC",
+    help="Judge backend, e.g. openai:gpt-4o or transformers:PATH; repeat for an ensemble.",
+)
+@click.option(
+    "--mode", type=click.Choice(["single", "pairwise", "probability"]), default="single", show_default=True
+)
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Run folder to write."
+)
+@click.option(
+    "--base-url", help="Server URL for openai: judges (default: $ECHO_OPENAI_BASE_URL or $OPENAI_BASE_URL)."
+)
+@click.option(
+    "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Backend option; repeatable."
+)
+@click.option(
+    "--concurrency", default=8, show_default=True, help="Judge calls in flight (batch size for local models)."
+)
+@click.option("--timeout", "timeout_s", default=120.0, show_default=True, help="Seconds per attempt.")
+@click.option(
+    "--max-attempts", default=6, show_default=True, help="Attempts per call before a recorded failure."
+)
+@click.option(
+    "--cache", "cache_dir", type=click.Path(file_okay=False), help="Call cache folder (default RUN/cache)."
+)
+@click.option("--limit", type=int, help="Judge only the first N samples.")
+def judge(
+    benchmark: str,
+    config_name: str,
+    outputs: str,
+    judges: tuple[str, ...],
+    mode: str,
+    out_dir: str,
+    base_url: str | None,
+    options: tuple[str, ...],
+    concurrency: int,
+    timeout_s: float,
+    max_attempts: int,
+    cache_dir: str | None,
+    limit: int | None,
+) -> None:
+    """Judge model outputs on a benchmark config with one or more VLM judges.
+
+    Writes RUN/verdicts.parquet (one row per judgment, failures included), RUN/run.json and RUN/cache; a rerun or
+    a resumed run repeats no model call. Then: echo-bench leaderboard RUN.
+    """
+    from echo_builder.judge.run import run_judging
+
+    result = run_judging(
+        benchmark,
+        config_name,
+        outputs,
+        judges,
+        out_dir,
+        mode=mode,  # type: ignore[arg-type]
+        judge_options=_backend_options(judges, base_url, options),
+        concurrency=concurrency,
+        timeout_s=timeout_s,
+        max_attempts=max_attempts,
+        cache_dir=cache_dir,
+        limit=limit,
+    )
+    s = result.summary
+    click.echo(
+        f"judged {s['n_samples']} samples x {len(s['models'])} models with {len(judges)} judge(s): "
+        f"{s['n_verdicts']} verdicts in {s['wall_time_s']:.1f} s"
+    )
+    click.echo("statuses: " + ", ".join(f"{k}={v}" for k, v in sorted(s["statuses"].items())))
+    for j in s["judges"]:
+        click.echo(
+            f"  {j['spec']}: {j['calls']} calls, {j['cache_hits']} cache hits, "
+            f"snapshot {', '.join(j['snapshots']) or 'not reported'}"
+        )
+    click.echo(f"wrote {result.out_dir}; next: echo-bench leaderboard {result.out_dir}")
+
+
+def _print_table(board: Any, fmt: str) -> None:
+    import math
+
+    records = board.records()
+    if fmt == "json":
+        click.echo(json.dumps(records, indent=2))
+        return
+    if fmt == "csv":
+        click.echo(board.table.to_csv(index=False).rstrip())
+        return
+    header = (
+        f"{'#':>2}  {'model':<34} {'win rate':>8}  {'95% CI':<15} {'Bradley-Terry':>13}  "
+        f"{'comparisons':>11} {'failures':>8} {'missing':>7}"
+    )
+    click.echo(header)
+    click.echo("-" * len(header))
+    for i, r in enumerate(records, 1):
+        bt = r["bt_rating"]
+        bt_text = f"{bt:13.0f}" if bt is not None and math.isfinite(bt) else f"{'n/a':>13}"
+        if r["win_rate"] is None:  # every comparison of this model failed: shown, never dropped
+            rate_text = f"{'n/a':>8}  {'(no comparison)':<15}"
+        else:
+            rate_text = f"{r['win_rate']:8.3f}  [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+        click.echo(
+            f"{i:>2}  {r['model'][:34]:<34} {rate_text} {bt_text}  {r['n_comparisons']:>11} "
+            f"{r['n_failures']:>8} {r['n_missing']:>7}"
+        )
+    if board.failures is not None:
+        failed = board.failures[board.failures["judge_failures"] + board.failures["missing_output"] > 0]
+        if not failed.empty:
+            click.echo("\njudge failures and missing outputs per model and judge:")
+            cols = ["model", "judge", "ok", "missing_output", "parse_failure", "refusal", "error"]
+            click.echo(failed[cols].to_string(index=False))
+    if board.position_bias is not None and not board.position_bias.empty:
+        click.echo("\nposition bias per judge (share of pairs decided by position):")
+        click.echo(board.position_bias.to_string(index=False))
+
+
+@cli.command()
+@click.argument("run", required=False, type=click.Path(exists=True))
+@click.option(
+    "--votes", type=click.Path(exists=True, dir_okay=False), help="Pairwise votes (model_a, model_b, winner)."
+)
+@click.option("--example", is_flag=True, help="Rank the bundled example votes (four fictional models).")
+@click.option(
+    "--models", multiple=True, metavar="PATTERN", help="Keep only these models (shell patterns); repeatable."
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
+)
+@click.option(
+    "--plots",
+    "plots_dir",
+    type=click.Path(file_okay=False),
+    help="Folder for PNG plots (default: RUN/plots for a run; none for votes).",
+)
+@click.option(
+    "--missing",
+    type=click.Choice(["loss", "skip"]),
+    default="loss",
+    show_default=True,
+    help="A model without an output loses the comparison, or the comparison is skipped.",
+)
+@click.option("--n-boot", default=1000, show_default=True, help="Bootstrap replicates (resampling prompts).")
+@click.option("--seed", default=0, show_default=True)
+def leaderboard(
+    run: str | None,
+    votes: str | None,
+    example: bool,
+    models: tuple[str, ...],
+    fmt: str,
+    plots_dir: str | None,
+    missing: str,
+    n_boot: int,
+    seed: int,
+) -> None:
+    """Rank models from a judge RUN folder, or from human pairwise --votes.
+
+    Win rates with 95% bootstrap intervals over prompts, Bradley-Terry ratings (Elo scale) with intervals, and
+    judge failures and missing outputs beside each model.
+    """
+    from pathlib import Path
+
+    from echo_builder.judge.leaderboard import leaderboard_from_run, leaderboard_from_votes
+
+    if sum(bool(x) for x in (run, votes, example)) != 1:
+        raise click.UsageError("give exactly one of RUN, --votes FILE or --example")
+    if run:
+        board = leaderboard_from_run(run, missing=missing, n_boot=n_boot, seed=seed)  # type: ignore[arg-type]
+        if models:
+            raise click.UsageError("--models applies to --votes only")
+        plots = Path(plots_dir) if plots_dir else Path(run) / "plots"
+    else:
+        if example:
+            from echo_builder.examples import example_votes_path
+
+            votes = str(example_votes_path())
+            if fmt == "table":
+                click.echo(f"example votes: {votes}\n")
+        board = leaderboard_from_votes(votes, models=models, n_boot=n_boot, seed=seed)
+        plots = Path(plots_dir) if plots_dir else None
+    _print_table(board, fmt)
+    if plots is not None:
+        written = board.write_plots(plots)
+        if fmt == "table":
+            click.echo("\nplots: " + ", ".join(str(p) for p in written))
+
+
+@cli.command()
+@click.argument("run", type=click.Path(exists=True))
+@click.option(
+    "--human",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Human pairwise votes with sample_id, model_a, model_b, winner.",
+)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def agreement(run: str, human: str, fmt: str) -> None:
+    """Agreement of a judge RUN with human votes: pair agreement (with and without ties), Kendall tau-b of the
+    model rankings, and Kendall's W among the judges."""
+    from echo_builder.judge.agreement import judge_human_agreement
+
+    report = judge_human_agreement(run, human)
+    if fmt == "json":
+        click.echo(json.dumps(report, indent=2, default=str))
+        return
+    click.echo(
+        f"{'judge':<40} {'pairs':>6} {'agree (ties)':>12} {'agree (no ties)':>15} {'tau-b':>7} {'p':>7}"
+    )
+    for row in report["judges"]:
+        click.echo(
+            f"{row['judge']:<40} {row['n_pairs']:>6} {row['pair_agreement']:>12.3f} "
+            f"{row['pair_agreement_no_ties']:>15.3f} {row['tau_b']:>7.3f} {row['tau_p']:>7.3f}"
+        )
+        if row["tau_reason"]:
+            click.echo(f"  tau-b undefined: {row['tau_reason']}")
+    w = report["kendalls_w"]
+    click.echo(
+        f"\nKendall's W among judges: {w['w']:.3f} (p={w['p_value']:.3g})"
+        if w["reason"] is None
+        else f"\nKendall's W among judges: n/a ({w['reason']})"
+    )
 
 
 def main() -> None:

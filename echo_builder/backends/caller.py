@@ -298,6 +298,8 @@ class ModelCaller:
     ) -> list[CallResult]:
         """Answer every request (cache first), at most ``concurrency`` at a time, results in input order.
 
+        Identical requests (same cache key) are sent once and share the result.
+
         Args:
             requests: the calls to make.
             progress: a label to show a progress bar with (shown only on a terminal), or ``None`` for none.
@@ -305,32 +307,44 @@ class ModelCaller:
         from tqdm.auto import tqdm
 
         results: list[CallResult | None] = [None] * len(requests)
-        missing: list[tuple[int, CallRequest, str]] = []
+        missing: dict[str, tuple[CallRequest, list[int]]] = {}  # identical requests are sent once
         for i, request in enumerate(requests):
             key = request.key(self.backend.backend_id)
+            if key in missing:
+                missing[key][1].append(i)
+                continue
             hit = self._lookup(request, key)
             if hit is not None:
                 results[i] = hit
             else:
-                missing.append((i, request, key))
+                missing[key] = (request, [i])
+        todo = [(key, request, slots) for key, (request, slots) in missing.items()]
+        n_todo = sum(len(slots) for _, _, slots in todo)
         bar = tqdm(
-            total=len(requests), initial=len(requests) - len(missing), desc=progress, disable=progress is None
-        )
+            total=len(requests),
+            initial=len(requests) - n_todo,
+            desc=progress,
+            disable=True if progress is None else None,
+        )  # None: shown on a terminal only
+
+        def place(slots: list[int], result: CallResult) -> None:
+            for i in slots:
+                results[i] = result
+            bar.update(len(slots))
+
         try:
             if self.backend.native_batching:
-                for start in range(0, len(missing), self.concurrency):
-                    chunk = missing[start : start + self.concurrency]
-                    done = await self._run_batched([(r, k) for _, r, k in chunk])
-                    for (i, _, _), result in zip(chunk, done, strict=True):
-                        results[i] = result
-                    bar.update(len(chunk))
+                for start in range(0, len(todo), self.concurrency):
+                    chunk = todo[start : start + self.concurrency]
+                    done = await self._run_batched([(r, k) for k, r, _ in chunk])
+                    for (_, _, slots), result in zip(chunk, done, strict=True):
+                        place(slots, result)
             else:
 
-                async def one(i: int, request: CallRequest, key: str) -> None:
-                    results[i] = await self._with_retries(request, key)
-                    bar.update(1)
+                async def one(key: str, request: CallRequest, slots: list[int]) -> None:
+                    place(slots, await self._with_retries(request, key))
 
-                await asyncio.gather(*(one(i, r, k) for i, r, k in missing))
+                await asyncio.gather(*(one(k, r, slots) for k, r, slots in todo))
         finally:
             bar.close()
             if self.cache is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ _PREFERENCE_REASK = (
     "Your reply has no valid final verdict. Answer now with exactly one of [[A]], [[B]] or [[C]]."
 )
 _TRIG_VALUES = {"Good": 1.0, "Medium": 0.5, "Bad": 0.0}
+MISSING_PREFIX = "missing_output: "
 
 
 @dataclass(frozen=True)
@@ -226,9 +228,12 @@ class Judge:
                     "model_b": b.model,
                     "order": order,
                 }
-                missing = [f"{m}: {o}" for m, o in outs.items() if isinstance(o, str)]
+                missing = {m: o for m, o in outs.items() if isinstance(o, str)}
                 if missing:
-                    verdicts.append(Verdict(**base, status="missing_output", error="; ".join(missing)))
+                    # first line: the missing models as JSON (read back by the leaderboard); then the reasons
+                    reasons = "; ".join(f"{m}: {o}" for m, o in sorted(missing.items()))
+                    error = f"{MISSING_PREFIX}{json.dumps(sorted(missing))}\n{reasons}"
+                    verdicts.append(Verdict(**base, status="missing_output", error=error))
                     continue
                 try:
                     messages = self._messages(PAIRWISE, a, [outs[first.model], outs[second.model]])

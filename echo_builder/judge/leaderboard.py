@@ -1,0 +1,296 @@
+"""From verdicts or votes to a leaderboard: win rates with bootstrap intervals, Bradley-Terry, failures, plots.
+
+Single-answer and probability runs: ratings -> pseudo-pairwise comparisons per judge -> majority vote across
+judges -> win rates with 95% intervals by bootstrap over prompts, Bradley-Terry (Elo scale) with its own
+bootstrap, the head-to-head matrix, and per model and judge the failure counts (ECHO Flow 2).
+
+Pairwise runs: each pair was judged in both orders; agreeing orders give the outcome, disagreeing orders a tie,
+and the share of pairs where the judge chose the same *position* both times is its position-bias rate (OpenING,
+Arena-Hard). OpenING's tie treatments are reported too.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from echo_builder.errors import ConfigError
+from echo_builder.judge.judging import MISSING_PREFIX
+from echo_builder.records import Verdict
+
+__all__ = [
+    "Leaderboard",
+    "leaderboard_from_comparisons",
+    "leaderboard_from_run",
+    "leaderboard_from_votes",
+    "missing_models",
+    "pairwise_comparisons",
+    "verdict_ratings",
+]
+
+_OUTCOME = {"A": 1.0, "B": 0.0, "tie": 0.5}
+
+
+def missing_models(verdict: Verdict) -> list[str]:
+    """Models named in a pairwise ``missing_output`` verdict's error (written by the judge as JSON)."""
+    if (
+        verdict.status != "missing_output"
+        or not verdict.error
+        or not verdict.error.startswith(MISSING_PREFIX)
+    ):
+        return []
+    return list(json.loads(verdict.error[len(MISSING_PREFIX) :].split("\n", 1)[0]))
+
+
+@dataclass
+class Leaderboard:
+    """A ranked table plus everything shown beside it.
+
+    Attributes:
+        table: one row per model, best first: ``model``, ``win_rate`` in [0, 1] (higher is better),
+            ``ci_low``/``ci_high`` (95% bootstrap over prompts), ``bt_rating`` (Bradley-Terry, Elo scale, mean
+            1000), ``bt_ci_low``/``bt_ci_high``, ``n_comparisons``, ``n_failures`` (judge failures on this model's
+            outputs, all judges), ``n_missing`` (samples without an output).
+        head_to_head: row model's win rate against column model.
+        failures: per model and judge, counts per status (single-answer runs).
+        position_bias: per judge, the share of pairs judged by position (pairwise runs).
+        tie_treatments: win rates under OpenING's tie treatments (pairwise runs and votes).
+    """
+
+    table: pd.DataFrame
+    head_to_head: pd.DataFrame
+    failures: pd.DataFrame | None = None
+    position_bias: pd.DataFrame | None = None
+    tie_treatments: pd.DataFrame | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def records(self) -> list[dict[str, Any]]:
+        """The table as JSON-ready objects (NaN becomes ``None``)."""
+        frame = self.table.astype(object).where(self.table.notna(), None)
+        return frame.to_dict(orient="records")
+
+    def write_plots(self, folder: str | Path) -> list[Path]:
+        """Write ``win_rates.png``, ``bradley_terry.png`` and ``head_to_head.png`` into ``folder``."""
+        from echo_builder.stats import plot_head_to_head, plot_win_rates
+
+        folder = Path(folder)
+        bt = self.table.rename(
+            columns={"bt_rating": "rating", "bt_ci_low": "ci_low_bt", "bt_ci_high": "ci_high_bt"}
+        )
+        bt = bt[["model", "rating", "ci_low_bt", "ci_high_bt"]].rename(
+            columns={"ci_low_bt": "ci_low", "ci_high_bt": "ci_high"}
+        )
+        title = self.meta.get("title", "")
+        return [
+            plot_win_rates(self.table, folder / "win_rates.png", title=f"Win rate (95% CI) {title}".strip()),
+            plot_win_rates(
+                bt, folder / "bradley_terry.png", value="rating", title=f"Bradley-Terry {title}".strip()
+            ),
+            plot_head_to_head(
+                self.head_to_head, folder / "head_to_head.png", title=f"Head to head {title}".strip()
+            ),
+        ]
+
+
+def verdict_ratings(verdicts: Sequence[Verdict]) -> pd.DataFrame:
+    """Single/probability verdicts as a Ratings table (``sample_id``, ``model``, ``judge``, ``rating``, ``status``)."""
+    rows = [
+        {"sample_id": v.sample_id, "model": v.model, "judge": v.judge, "rating": v.rating, "status": v.status}
+        for v in verdicts
+        if v.mode != "pairwise"
+    ]
+    return pd.DataFrame(rows, columns=["sample_id", "model", "judge", "rating", "status"]).astype(
+        {"rating": float}
+    )
+
+
+def pairwise_comparisons(
+    verdicts: Sequence[Verdict], *, missing: Literal["loss", "skip"] = "loss"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both-order pairwise verdicts -> (Comparisons per judge, position-bias table per judge).
+
+    Per (sample, judge, pair): both orders valid and agreeing -> that outcome; disagreeing -> tie (0.5) with a
+    ``tie_lean`` of NaN; one order failed -> the other order's outcome; both failed -> the judge abstains. A
+    missing output loses (``missing="loss"``; both missing tie) or the comparison is skipped.
+    """
+    groups: dict[tuple[str, str, str, str], dict[str, Verdict]] = {}
+    for v in verdicts:
+        if v.mode == "pairwise" and v.order is not None:
+            groups.setdefault((v.sample_id, v.judge, v.model_a or "", v.model_b or ""), {})[v.order] = v
+    rows, bias = [], {}
+    for (sample, judge, a, b), by_order in sorted(groups.items()):
+        stats = bias.setdefault(
+            judge,
+            {
+                "judge": judge,
+                "pairs_both_orders": 0,
+                "position_consistent": 0,
+                "order_disagreements": 0,
+                "abstained": 0,
+            },
+        )
+        absent = {m for v in by_order.values() for m in missing_models(v)}
+        if absent:
+            if missing == "skip":
+                continue
+            outcome = 0.5 if {a, b} <= absent else (0.0 if a in absent else 1.0)
+            rows.append((sample, judge, a, b, outcome))
+            continue
+        ok = {o: _OUTCOME[v.winner] for o, v in by_order.items() if v.status == "ok" and v.winner is not None}
+        if not ok:
+            stats["abstained"] += 1
+            continue
+        if len(ok) == 2:
+            stats["pairs_both_orders"] += 1
+            if ok["AB"] != ok["BA"]:
+                stats["order_disagreements"] += 1
+                # "A" in both orders (or "B" in both) means the judge followed the position, not the image
+                if {ok["AB"], ok["BA"]} == {0.0, 1.0}:
+                    stats["position_consistent"] += 1
+                rows.append((sample, judge, a, b, 0.5))
+                continue
+        rows.append((sample, judge, a, b, next(iter(ok.values()))))
+    comparisons = pd.DataFrame(rows, columns=["sample_id", "judge", "model_a", "model_b", "outcome"])
+    table = pd.DataFrame(list(bias.values()))
+    if not table.empty:
+        table["position_bias_rate"] = table["position_consistent"] / table["pairs_both_orders"].where(
+            table["pairs_both_orders"] > 0
+        )
+    return comparisons, table
+
+
+def leaderboard_from_comparisons(
+    comparisons: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, title: str = ""
+) -> Leaderboard:
+    """Leaderboard from a Comparisons table with one judge (e.g. majority-voted) or human votes."""
+    from echo_builder.stats import bootstrap_bradley_terry, bootstrap_win_rates, head_to_head
+
+    if comparisons.empty:
+        raise ConfigError(
+            "no comparisons to rank: every comparison failed, was skipped or there is one model"
+        )
+    wins = bootstrap_win_rates(comparisons, n_boot=n_boot, seed=seed)
+    bt = bootstrap_bradley_terry(comparisons, n_boot=n_boot, seed=seed, prior=_bt_prior(comparisons))
+    bt = bt.rename(columns={"rating": "bt_rating", "ci_low": "bt_ci_low", "ci_high": "bt_ci_high"})
+    table = wins.merge(bt[["model", "bt_rating", "bt_ci_low", "bt_ci_high"]], on="model", how="left")
+    table["n_failures"] = 0
+    table["n_missing"] = 0
+    columns = [
+        "model",
+        "win_rate",
+        "ci_low",
+        "ci_high",
+        "bt_rating",
+        "bt_ci_low",
+        "bt_ci_high",
+        "n_comparisons",
+        "wins",
+        "ties",
+        "losses",
+        "n_failures",
+        "n_missing",
+    ]
+    return Leaderboard(table[columns], head_to_head(comparisons), meta={"title": title, "n_boot": n_boot})
+
+
+def _bt_prior(comparisons: pd.DataFrame) -> float:
+    """0 (plain MLE) unless some model never wins or never loses, where the MLE does not exist and a tiny
+    prior keeps ratings finite instead of failing the whole leaderboard."""
+    from echo_builder.stats.schema import canonicalize_comparisons
+
+    df = canonicalize_comparisons(comparisons)
+    points: dict[str, list[float]] = {}
+    for a, b, o in zip(df["model_a"], df["model_b"], df["outcome"], strict=True):
+        points.setdefault(a, []).append(o)
+        points.setdefault(b, []).append(1.0 - o)
+    degenerate = any(min(p) == max(p) and p[0] in (0.0, 1.0) for p in points.values())
+    return 0.1 if degenerate else 0.0
+
+
+def leaderboard_from_run(
+    run_dir: str | Path, *, missing: Literal["loss", "skip"] = "loss", n_boot: int = 1000, seed: int = 0
+) -> Leaderboard:
+    """Leaderboard of a judge run folder (``verdicts.parquet``), any mode, any number of judges."""
+    from echo_builder.judge.run import read_verdicts
+    from echo_builder.stats import failure_counts, majority_vote, pseudo_pairwise, win_rates_by_tie_treatment
+
+    verdicts = read_verdicts(run_dir)
+    if not verdicts:
+        raise ConfigError(f"{run_dir}: the run has no verdicts")
+    pairwise = [v for v in verdicts if v.mode == "pairwise"]
+    failures = position_bias = ties = None
+    if pairwise:
+        per_judge, position_bias = pairwise_comparisons(pairwise, missing=missing)
+        ties = win_rates_by_tie_treatment(per_judge) if not per_judge.empty else None
+        fails = pd.DataFrame(
+            [(m, v.judge, v.status) for v in pairwise if v.status != "ok" for m in (v.model_a, v.model_b)],
+            columns=["model", "judge", "status"],
+        )
+    else:
+        ratings = verdict_ratings(verdicts)
+        per_judge = pseudo_pairwise(ratings, missing=missing)
+        failures = failure_counts(ratings)
+        fails = ratings[ratings["status"] != "ok"][["model", "judge", "status"]]
+    combined = majority_vote(per_judge) if per_judge["judge"].nunique() > 1 else per_judge
+    judges = sorted({v.judge for v in verdicts})
+    board = leaderboard_from_comparisons(combined, n_boot=n_boot, seed=seed, title=f"({', '.join(judges)})")
+    judge_fail = fails[fails["status"] != "missing_output"].groupby("model").size()
+    # missing outputs are per model and sample; every judge records them, so count distinct samples
+    missing_rows = [
+        (v.sample_id, m)
+        for v in verdicts
+        if v.status == "missing_output"
+        for m in ((v.model,) if v.mode != "pairwise" else missing_models(v))
+    ]
+    missing_per_model = pd.Series([m for _, m in set(missing_rows)], dtype=object).value_counts()
+    # a model whose every comparison failed or abstained still gets its row: it must not vanish from the board
+    all_models = {m for v in verdicts for m in (v.model, v.model_a, v.model_b) if m}
+    absent = sorted(all_models - set(board.table["model"]))
+    if absent:
+        filler = pd.DataFrame({"model": absent, "n_comparisons": 0, "wins": 0, "ties": 0, "losses": 0})
+        board.table = pd.concat([board.table, filler], ignore_index=True)
+        board.table[["n_comparisons", "wins", "ties", "losses"]] = board.table[
+            ["n_comparisons", "wins", "ties", "losses"]
+        ].astype(int)
+    board.table["n_failures"] = board.table["model"].map(judge_fail).fillna(0).astype(int)
+    board.table["n_missing"] = board.table["model"].map(missing_per_model).fillna(0).astype(int)
+    board.failures, board.position_bias, board.tie_treatments = failures, position_bias, ties
+    board.meta.update(
+        {"judges": judges, "mode": "pairwise" if pairwise else verdicts[0].mode, "missing": missing}
+    )
+    return board
+
+
+def leaderboard_from_votes(
+    path: str | Path, *, models: Sequence[str] = (), n_boot: int = 1000, seed: int = 0
+) -> Leaderboard:
+    """Leaderboard from human pairwise votes (``model_a``, ``model_b``, ``winner``; JSON, JSONL or CSV).
+
+    ``models`` are shell-style patterns (``*_generation``); when given, only votes between two matching models
+    are kept. Each vote is one bootstrap unit, as in Chatbot Arena.
+    """
+    from echo_builder.stats import load_votes, votes_to_comparisons, win_rates_by_tie_treatment
+
+    votes = load_votes(path)
+    if models:
+        keep = votes["model_a"].map(lambda m: _matches(m, models)) & votes["model_b"].map(
+            lambda m: _matches(m, models)
+        )
+        votes = votes[keep].reset_index(drop=True)
+        if votes.empty:
+            raise ConfigError(f"no vote is between two models matching {list(models)}")
+    comparisons = votes_to_comparisons(votes)
+    board = leaderboard_from_comparisons(comparisons, n_boot=n_boot, seed=seed, title="(human votes)")
+    board.tie_treatments = win_rates_by_tie_treatment(comparisons)
+    board.meta.update({"votes": str(path), "n_votes": len(votes)})
+    return board
+
+
+def _matches(model: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(model, p) for p in patterns)
