@@ -95,7 +95,7 @@ def test_majority_of_three_judges_and_judge_order_does_not_matter(bench, openai_
     assert all(t == tables[0] for t in tables)  # the vote does not depend on which judge comes first
     by_model = {r["model"]: r for r in tables[0]}
     # judges 2 and 3 outvote judge 1: green beats red on every prompt; lazy (red, 2 missing) loses to green
-    assert [r["model"] for r in tables[0]][0] == "green"
+    assert tables[0][0]["model"] == "green"
     assert by_model["green"]["win_rate"] == 1.0
     assert by_model["lazy"]["n_missing"] == 2 and by_model["green"]["n_missing"] == 0
     # red vs lazy: ties where both drew red, lazy loses its 2 missing samples -> red 8/12
