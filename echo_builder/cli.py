@@ -276,6 +276,11 @@ def _print_table(board: Any, fmt: str) -> None:
             f"{i:>2}  {r['model'][:34]:<34} {rate_text} {bt_text}  {r['n_comparisons']:>11} "
             f"{r['n_failures']:>8} {r['n_missing']:>7}"
         )
+    if board.meta.get("bt_prior"):
+        click.echo(
+            f"\nBradley-Terry regularised with {board.meta['bt_prior']} virtual ties per model: some model "
+            "never wins or never loses (in the data or a bootstrap replicate), where the plain MLE diverges."
+        )
     if board.failures is not None:
         failed = board.failures[board.failures["judge_failures"] + board.failures["missing_output"] > 0]
         if not failed.empty:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from echo_builder.errors import ConfigError
+from echo_builder.errors import ConfigError, RecordError
 from echo_builder.judge.judging import MISSING_PREFIX
 from echo_builder.records import Verdict
 
@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 _OUTCOME = {"A": 1.0, "B": 0.0, "tie": 0.5}
+#: virtual ties per model used only when the Bradley-Terry MLE does not exist (a model never wins or never loses)
+BT_FALLBACK_PRIOR = 0.1
 
 
 def missing_models(verdict: Verdict) -> list[str]:
@@ -176,7 +178,14 @@ def leaderboard_from_comparisons(
             "no comparisons to rank: every comparison failed, was skipped or there is one model"
         )
     wins = bootstrap_win_rates(comparisons, n_boot=n_boot, seed=seed)
-    bt = bootstrap_bradley_terry(comparisons, n_boot=n_boot, seed=seed, prior=_bt_prior(comparisons))
+    prior = _bt_prior(comparisons)
+    try:
+        bt = bootstrap_bradley_terry(comparisons, n_boot=n_boot, seed=seed, prior=prior)
+    except RecordError:
+        # With few prompts a bootstrap replicate can leave a model without a win (or a loss), where the MLE does
+        # not exist; a small prior of virtual ties keeps every replicate finite instead of failing the board.
+        prior = BT_FALLBACK_PRIOR
+        bt = bootstrap_bradley_terry(comparisons, n_boot=n_boot, seed=seed, prior=prior)
     bt = bt.rename(columns={"rating": "bt_rating", "ci_low": "bt_ci_low", "ci_high": "bt_ci_high"})
     table = wins.merge(bt[["model", "bt_rating", "bt_ci_low", "bt_ci_high"]], on="model", how="left")
     table["n_failures"] = 0
@@ -196,7 +205,8 @@ def leaderboard_from_comparisons(
         "n_failures",
         "n_missing",
     ]
-    return Leaderboard(table[columns], head_to_head(comparisons), meta={"title": title, "n_boot": n_boot})
+    meta = {"title": title, "n_boot": n_boot, "bt_prior": prior}
+    return Leaderboard(table[columns], head_to_head(comparisons), meta=meta)
 
 
 def _bt_prior(comparisons: pd.DataFrame) -> float:
@@ -210,7 +220,7 @@ def _bt_prior(comparisons: pd.DataFrame) -> float:
         points.setdefault(a, []).append(o)
         points.setdefault(b, []).append(1.0 - o)
     degenerate = any(min(p) == max(p) and p[0] in (0.0, 1.0) for p in points.values())
-    return 0.1 if degenerate else 0.0
+    return BT_FALLBACK_PRIOR if degenerate else 0.0
 
 
 def leaderboard_from_run(
