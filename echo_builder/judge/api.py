@@ -1,0 +1,121 @@
+"""Plain-function entry points used by the ``metrics/echo_judge`` and ``metrics/win_rate`` evaluate modules.
+
+Both modules stay thin shells (PRACTICES.md 2): the conversion of their columns and every decision live here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from echo_builder.errors import ConfigError
+
+__all__ = ["grade_outputs", "win_rate_report"]
+
+
+def grade_outputs(
+    prompts: Sequence[str],
+    inputs: Sequence[Sequence[Any]],
+    outputs: Sequence[Any],
+    judges: Sequence[str],
+    *,
+    judge_options: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | Path | None = None,
+    concurrency: int = 8,
+    max_attempts: int = 6,
+    mode: Literal["single", "probability"] = "single",
+) -> dict[str, Any]:
+    """Grade each (prompt, input images, output image) with every judge (ECHO single-answer grading, 1-10).
+
+    Args:
+        prompts: n prompts.
+        inputs: n lists of input images (empty for text-to-image); PIL images, bytes, paths or datasets dicts.
+        outputs: n output images, ``None`` for a missing output.
+        judges: backend specs; several make an ensemble whose per-sample score is the mean of valid ratings.
+
+    Returns:
+        ``{"ratings": n floats (mean over judges, NaN when every judge failed), "per_judge": {spec: n ratings},
+        "statuses": {spec: n statuses}, "raw_texts": {spec: n texts}, "errors": {spec: n reasons or None}}``.
+        Ratings are in [1, 10] (single) or [1, 9] (probability); higher is better.
+
+    Raises:
+        ConfigError: lengths differ or no judge is given.
+    """
+    from echo_builder.backends import create_backend
+    from echo_builder.backends.caller import ModelCaller, RetryPolicy
+    from echo_builder.cache import CallCache
+    from echo_builder.judge.judging import Judge, JudgeItem
+
+    n = len(prompts)
+    if not (len(inputs) == len(outputs) == n):
+        raise ConfigError(f"prompts, inputs and outputs differ in length: {n}, {len(inputs)}, {len(outputs)}")
+    if not judges:
+        raise ConfigError("give at least one judge backend spec, e.g. judges=['openai:gpt-4o']")
+    items = [
+        JudgeItem(f"sample-{i}", prompts[i], tuple(inputs[i] or ()), "model", outputs[i]) for i in range(n)
+    ]
+    cache = CallCache(cache_dir) if cache_dir else None
+    per_judge, statuses, raw, errors = {}, {}, {}, {}
+    try:
+        for spec in judges:
+            backend = create_backend(spec, **(judge_options or {}).get(spec, {}))
+            caller = ModelCaller(
+                backend, cache=cache, concurrency=concurrency, retry=RetryPolicy(max_attempts=max_attempts)
+            )
+            judge = Judge(caller)
+            verdicts = judge.single(items) if mode == "single" else judge.probability(items)
+            per_judge[spec] = [v.rating if v.rating is not None else math.nan for v in verdicts]
+            statuses[spec] = [v.status for v in verdicts]
+            raw[spec] = [v.raw_text for v in verdicts]
+            errors[spec] = [v.error for v in verdicts]
+            backend.close()
+    finally:
+        if cache is not None:
+            cache.close()
+    ratings = []
+    for i in range(n):
+        valid = [per_judge[j][i] for j in judges if not math.isnan(per_judge[j][i])]
+        ratings.append(sum(valid) / len(valid) if valid else math.nan)
+    return {
+        "ratings": ratings,
+        "per_judge": per_judge,
+        "statuses": statuses,
+        "raw_texts": raw,
+        "errors": errors,
+    }
+
+
+def win_rate_report(
+    ratings: pd.DataFrame, *, missing: Literal["loss", "skip"] = "loss", n_boot: int = 1000, seed: int = 0
+) -> dict[str, Any]:
+    """Win rates, 95% bootstrap intervals over prompts, Bradley-Terry and counts from per-sample scores.
+
+    Args:
+        ratings: a Ratings table (``sample_id``, ``model``, ``judge``, ``rating``, ``status``); several judges are
+            combined by majority vote after pseudo-pairwise conversion (ECHO Flow 2).
+
+    Returns:
+        ``{"win_rate": {model: float in [0, 1]}, "ci_low", "ci_high", "bt_rating", "n_comparisons",
+        "n_failures", "n_missing": {model: ...}, "models": models best first}``.
+    """
+    from echo_builder.judge.leaderboard import leaderboard_from_comparisons
+    from echo_builder.stats import failure_counts, majority_vote, pseudo_pairwise
+
+    per_judge = pseudo_pairwise(ratings, missing=missing)
+    combined = majority_vote(per_judge) if per_judge["judge"].nunique() > 1 else per_judge
+    board = leaderboard_from_comparisons(combined, n_boot=n_boot, seed=seed)
+    # judge failures add up over judges; a missing output is one per sample whatever the number of judges
+    failures = (
+        failure_counts(ratings).groupby("model").agg({"judge_failures": "sum", "missing_output": "max"})
+    )
+    table = board.table.set_index("model")
+    out: dict[str, Any] = {"models": list(table.index)}
+    for column in ("win_rate", "ci_low", "ci_high", "bt_rating", "n_comparisons"):
+        out[column] = {m: (v.item() if hasattr(v, "item") else v) for m, v in table[column].items()}
+    out["n_failures"] = {m: int(failures["judge_failures"].get(m, 0)) for m in table.index}
+    out["n_missing"] = {m: int(failures["missing_output"].get(m, 0)) for m in table.index}
+    return out
