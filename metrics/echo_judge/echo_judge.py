@@ -6,6 +6,7 @@ single-answer grading after MT-Bench, last ``[[N]]`` parsed, images at 512 px JP
 
 import datasets
 import evaluate
+
 from echo_builder.judge.api import grade_outputs
 
 _CITATION = """\

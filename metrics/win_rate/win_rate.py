@@ -10,6 +10,7 @@ import math
 import datasets
 import evaluate
 import pandas as pd
+
 from echo_builder.judge.api import win_rate_report
 
 _CITATION = """\
