@@ -236,6 +236,8 @@ def judge(
         limit=limit,
     )
     s = result.summary
+    if not s:  # a non-main accelerate process: rank 0 reports
+        return
     click.echo(
         f"judged {s['n_samples']} samples x {len(s['models'])} models with {len(judges)} judge(s): "
         f"{s['n_verdicts']} verdicts in {s['wall_time_s']:.1f} s"

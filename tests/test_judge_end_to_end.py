@@ -134,3 +134,89 @@ def test_tiny_local_vlm_judge_on_real_edits(real_run, tiny_vlm, tmp_path):
     assert (out / "plots" / "bradley_terry.png").is_file()
     again = _run(*args)
     assert "0 calls, 6 cache hits" in again and read_verdicts(out) == verdicts
+
+
+@pytest.mark.slow
+def test_judge_cli_under_accelerate_launch_matches_a_single_process(tiny_vlm, tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+    from tests.helpers.benchmark import make_outputs
+
+    accelerate = shutil.which("accelerate", path=os.path.dirname(sys.executable)) or shutil.which(
+        "accelerate"
+    )
+    if accelerate is None:
+        pytest.skip("accelerate CLI not found")
+    samples = [{"id": f"s{i}", "prompt": f"draw shape {i}"} for i in range(5)]
+    bench = make_benchmark(tmp_path / "bench", "text_to_image", samples)
+    outputs = make_outputs(
+        tmp_path / "outputs",
+        {
+            m: {
+                s["id"]: Image.new("RGB", (40 + 8 * i, 56), (40 * i, 90, 200 - 30 * i))
+                for i, s in enumerate(samples)
+            }
+            for m in ("m1", "m2")
+        },
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    judge_args = [
+        "judge",
+        "--benchmark",
+        str(bench),
+        "--config",
+        "text_to_image",
+        "--outputs",
+        str(outputs),
+        "--judge",
+        f"transformers:{tiny_vlm}",
+        "-o",
+        "dtype=float32",
+        "-o",
+        "batch_size=3",
+        "--concurrency",
+        "4",
+    ]
+    single = subprocess.run(
+        [sys.executable, "-m", "echo_builder.cli", *judge_args, "--out", str(tmp_path / "one")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert single.returncode == 0, single.stderr[-2000:]
+    launched = subprocess.run(
+        [
+            accelerate,
+            "launch",
+            "--multi_gpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            "0",
+            "-m",
+            "echo_builder.cli",
+            *judge_args,
+            "--out",
+            str(tmp_path / "two"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    one, two = read_verdicts(tmp_path / "one"), read_verdicts(tmp_path / "two")
+    assert len(one) == 10
+    strip = lambda vs: [(v.sample_id, v.model, v.status, v.rating, v.raw_text) for v in vs]  # noqa: E731
+    assert strip(two) == strip(one)

@@ -107,6 +107,9 @@ class TransformersBackend(Backend):
         self._snapshot: str | None = None
         self._load_lock = threading.Lock()
         self._run_lock = threading.Lock()  # one forward pass at a time per model
+        self._collective_lock = (
+            threading.Lock()
+        )  # distributed batches must reach every process in the same order
 
     # -- loading ------------------------------------------------------------------------------------------------------
     def _load(self) -> None:
@@ -308,9 +311,10 @@ class TransformersBackend(Backend):
         if state.num_processes == 1:
             return self._generate_local(calls)
         indices = list(range(len(calls)))
-        with state.split_between_processes(indices) as mine:
-            local = list(zip(mine, self._generate_local([calls[i] for i in mine]), strict=True))
-        gathered = gather_object(local)
+        with self._collective_lock:
+            with state.split_between_processes(indices) as mine:
+                local = list(zip(mine, self._generate_local([calls[i] for i in mine]), strict=True))
+            gathered = gather_object(local)
         by_index = dict(gathered)
         return [by_index[i] for i in indices]
 

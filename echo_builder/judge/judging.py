@@ -175,23 +175,28 @@ class Judge:
             )
             slots.append(i)
         results = await self.caller.acall_many(requests, progress=progress)
-        finished = await asyncio.gather(*(self._finish_single(r) for r in results))
+        finished = await self._parse_with_reask(results, parse_rating, _RATING_REASK, progress)
         for i, (result, parsed) in zip(slots, finished, strict=True):
             item = items[i]
             base = {**self._base(item, SINGLE, "single"), "model": item.model, **self._usage(result)}
             verdicts[i] = self._rating_verdict(base, result, parsed)
         return [v for v in verdicts if v is not None]
 
-    async def _finish_single(self, result: CallResult) -> tuple[CallResult, Any]:
-        if result.reply is None:
-            return result, None
-        parsed = parse_rating(result.reply.text, result.reply.finish_reason)
-        if parsed.status != "parse_failure":
-            return result, parsed
-        retry = await self.caller.acall(_reask(result, _RATING_REASK))
-        if retry.reply is None:
-            return result, parsed
-        return retry, parse_rating(retry.reply.text, retry.reply.finish_reason)
+    async def _parse_with_reask(
+        self, results: Sequence[CallResult], parse: Any, reask_text: str, progress: str | None
+    ) -> list[tuple[CallResult, Any]]:
+        """Parse every reply; re-ask the unparseable ones once, all in one batch (one collective step when the
+        backend is split across accelerate processes), and keep whichever answer is final."""
+        parsed = [parse(r.reply.text, r.reply.finish_reason) if r.reply else None for r in results]
+        retry_slots = [i for i, p in enumerate(parsed) if p is not None and p.status == "parse_failure"]
+        retries = await self.caller.acall_many(
+            [_reask(results[i], reask_text) for i in retry_slots], progress=progress
+        )
+        out = list(zip(results, parsed, strict=True))
+        for i, retry in zip(retry_slots, retries, strict=True):
+            if retry.reply is not None:
+                out[i] = (retry, parse(retry.reply.text, retry.reply.finish_reason))
+        return out
 
     @staticmethod
     def _rating_verdict(base: dict[str, Any], result: CallResult, parsed: Any) -> Verdict:
@@ -248,7 +253,7 @@ class Judge:
                 meta.append((len(verdicts), base))
                 verdicts.append(None)
         results = await self.caller.acall_many(requests, progress=progress)
-        finished = await asyncio.gather(*(self._finish_pairwise(r) for r in results))
+        finished = await self._parse_with_reask(results, parse_preference, _PREFERENCE_REASK, progress)
         for (slot, base), (result, parsed) in zip(meta, finished, strict=True):
             full = {**base, **self._usage(result)}
             if result.reply is None:
@@ -264,17 +269,6 @@ class Judge:
                     winner = "B" if winner == "A" else "A"
                 verdicts[slot] = Verdict(**full, winner=winner, raw_text=result.reply.text)
         return [v for v in verdicts if v is not None]
-
-    async def _finish_pairwise(self, result: CallResult) -> tuple[CallResult, Any]:
-        if result.reply is None:
-            return result, None
-        parsed = parse_preference(result.reply.text, result.reply.finish_reason)
-        if parsed.status != "parse_failure":
-            return result, parsed
-        retry = await self.caller.acall(_reask(result, _PREFERENCE_REASK))
-        if retry.reply is None:
-            return result, parsed
-        return retry, parse_preference(retry.reply.text, retry.reply.finish_reason)
 
     def pairwise(
         self, pairs: Sequence[tuple[JudgeItem, JudgeItem]], *, progress: str | None = None

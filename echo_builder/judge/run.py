@@ -209,6 +209,9 @@ def run_judging(
             backend.close()
     finally:
         cache.close()
+    if int(os.environ.get("RANK", "0")) != 0:
+        # under `accelerate launch` every process holds all verdicts (gathered in order); rank 0 writes them
+        return JudgeRunResult(out, verdicts, {})
     write_verdicts(verdicts, out / VERDICTS_FILE)
     prompt = {"single": SINGLE, "pairwise": PAIRWISE, "probability": PROBABILITY_DIGITS}[mode]
     summary = {

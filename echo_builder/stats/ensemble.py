@@ -17,7 +17,7 @@ __all__ = ["majority_vote"]
 
 
 def majority_vote(comparisons: pd.DataFrame, *, judge_name: str = "majority") -> pd.DataFrame:
-    """Combine several judges' verdicts per (sample_id, model_a, model_b) by strict majority.
+    """Combine several judges' verdicts per (sample_id, model_a, model_b) by strict majority (ECHO Flow 2).
 
     The outcome given by more than half of the judges that voted on a comparison wins; with no strict majority
     the comparison is a tie (0.5). Judges that abstained (no row, e.g. after a judge failure) do not count
@@ -56,5 +56,15 @@ def majority_vote(comparisons: pd.DataFrame, *, judge_name: str = "majority") ->
     agg["outcome"] = np.where(2 * a > n, 1.0, np.where(2 * b > n, 0.0, 0.5))
     agg["judge"] = judge_name
     agg["n_judges"] = n
-    cols = ["sample_id", "judge", "model_a", "model_b", "outcome", "n_judges", "votes_a", "votes_b", "votes_tie"]
+    cols = [
+        "sample_id",
+        "judge",
+        "model_a",
+        "model_b",
+        "outcome",
+        "n_judges",
+        "votes_a",
+        "votes_b",
+        "votes_tie",
+    ]
     return agg[cols]

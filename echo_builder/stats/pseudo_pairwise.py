@@ -44,7 +44,9 @@ def _validated(ratings: pd.DataFrame) -> pd.DataFrame:
     finite = np.isfinite(df["rating"].to_numpy())
     if (ok & ~finite).any():
         row = int(np.flatnonzero(ok & ~finite)[0])
-        raise RecordError(f"ratings: row {row} has status 'ok' but no finite rating ({df['rating'].iloc[row]})")
+        raise RecordError(
+            f"ratings: row {row} has status 'ok' but no finite rating ({df['rating'].iloc[row]})"
+        )
     if (~ok & finite).any():  # a failure or missing output must never carry a score
         row = int(np.flatnonzero(~ok & finite)[0])
         raise RecordError(
@@ -75,9 +77,7 @@ def _validated(ratings: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def pseudo_pairwise(
-    ratings: pd.DataFrame, *, missing: Literal["loss", "skip"] = "loss"
-) -> pd.DataFrame:
+def pseudo_pairwise(ratings: pd.DataFrame, *, missing: Literal["loss", "skip"] = "loss") -> pd.DataFrame:
     """Turn single-answer ratings into pairwise comparisons: per sample and judge, the higher rating wins.
 
     Args:

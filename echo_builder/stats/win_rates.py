@@ -29,12 +29,22 @@ def model_points(comparisons: pd.DataFrame) -> pd.DataFrame:
     """
     df = canonicalize_comparisons(comparisons)
     a = pd.DataFrame(
-        {"sample_id": df["sample_id"], "judge": df["judge"], "model": df["model_a"], "opponent": df["model_b"],
-         "points": df["outcome"]}
+        {
+            "sample_id": df["sample_id"],
+            "judge": df["judge"],
+            "model": df["model_a"],
+            "opponent": df["model_b"],
+            "points": df["outcome"],
+        }
     )
     b = pd.DataFrame(
-        {"sample_id": df["sample_id"], "judge": df["judge"], "model": df["model_b"], "opponent": df["model_a"],
-         "points": 1.0 - df["outcome"]}
+        {
+            "sample_id": df["sample_id"],
+            "judge": df["judge"],
+            "model": df["model_b"],
+            "opponent": df["model_a"],
+            "points": 1.0 - df["outcome"],
+        }
     )
     return pd.concat([a, b], ignore_index=True)
 
@@ -71,11 +81,13 @@ def win_rates(comparisons: pd.DataFrame) -> pd.DataFrame:
     out["n_comparisons"] = out["wins"] + out["ties"] + out["losses"]
     out["win_rate"] = (out["wins"] + 0.5 * out["ties"]) / out["n_comparisons"]
     out = out[["model", "win_rate", "wins", "ties", "losses", "n_comparisons"]]
-    return out.sort_values(["win_rate", "model"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    return out.sort_values(["win_rate", "model"], ascending=[False, True], kind="stable").reset_index(
+        drop=True
+    )
 
 
 def head_to_head(comparisons: pd.DataFrame) -> pd.DataFrame:
-    """Square matrix of the row model's win rate against the column model (ties 0.5).
+    """Square matrix of the row model's win rate against the column model, ties 0.5 (ECHO Flow 2).
 
     Args:
         comparisons: a Comparisons table (any orientation).
