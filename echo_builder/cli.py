@@ -198,6 +198,13 @@ def _backend_options(
 @click.option(
     "--cache", "cache_dir", type=click.Path(file_okay=False), help="Call cache folder (default RUN/cache)."
 )
+@click.option(
+    "--probability-scale",
+    type=click.Choice(["digits", "trig"]),
+    default="digits",
+    show_default=True,
+    help="probability mode: expected 1-9 rating, or TRIGScore from Good/Medium/Bad.",
+)
 @click.option("--limit", type=int, help="Judge only the first N samples.")
 def judge(
     benchmark: str,
@@ -212,6 +219,7 @@ def judge(
     timeout_s: float,
     max_attempts: int,
     cache_dir: str | None,
+    probability_scale: str,
     limit: int | None,
 ) -> None:
     """Judge model outputs on a benchmark config with one or more VLM judges.
@@ -234,6 +242,7 @@ def judge(
         max_attempts=max_attempts,
         cache_dir=cache_dir,
         limit=limit,
+        probability_scale=probability_scale,  # type: ignore[arg-type]
     )
     s = result.summary
     if not s:  # a non-main accelerate process: rank 0 reports

@@ -102,6 +102,16 @@ def test_majority_of_three_judges_and_judge_order_does_not_matter(bench, openai_
     assert by_model["red"]["win_rate"] == pytest.approx((0 + 4 * 0.5 + 2) / 12)
     for r in tables[0]:
         assert r["ci_low"] <= r["win_rate"] <= r["ci_high"]
+    # three judges are three score dimensions: the TRIG trade-off map is computed and drawn
+    board = leaderboard_from_run(tmp_path / "run0", n_boot=50)
+    tmap = board.tradeoff.set_index(["model", "dim_x", "dim_y"])
+    # judge1 likes red, judge2 green: on green's and red's outputs the two never disagree within a model
+    # (constant ratings), so the pair is undetermined; judge2 and judge3 agree exactly
+    assert set(board.tradeoff["model"]) == {"green", "red", "lazy"}
+    assert (tmp_path / "run0" / "plots" / "tradeoff.png").is_file()
+    assert len(tmap) == 3 * 3
+    assert set(board.tradeoff["relation"]) == {"undetermined"}
+    assert board.tradeoff["reason"].str.contains("constant").all()
     # 3 judges x 12 distinct requests (lazy's red images equal red's: sent once); later permutations hit the cache
     assert openai_server.calls == 3 * 12
 

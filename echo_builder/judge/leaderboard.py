@@ -63,6 +63,8 @@ class Leaderboard:
         failures: per model and judge, counts per status (single-answer runs).
         position_bias: per judge, the share of pairs judged by position (pairwise runs).
         tie_treatments: win rates under OpenING's tie treatments (pairwise runs and votes).
+        tradeoff: TRIG trade-off map (:func:`echo_builder.stats.tradeoff_map`) between score dimensions, when a
+            run has at least two (one per judge and criterion; ratings rescaled to [0, 1]).
     """
 
     table: pd.DataFrame
@@ -70,6 +72,7 @@ class Leaderboard:
     failures: pd.DataFrame | None = None
     position_bias: pd.DataFrame | None = None
     tie_treatments: pd.DataFrame | None = None
+    tradeoff: pd.DataFrame | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
     def records(self) -> list[dict[str, Any]]:
@@ -89,15 +92,26 @@ class Leaderboard:
             columns={"ci_low_bt": "ci_low", "ci_high_bt": "ci_high"}
         )
         title = self.meta.get("title", "")
-        return [
-            plot_win_rates(self.table, folder / "win_rates.png", title=f"Win rate (95% CI) {title}".strip()),
+        ranked = self.table.dropna(subset=["win_rate"])
+        written = [
+            plot_win_rates(ranked, folder / "win_rates.png", title=f"Win rate (95% CI) {title}".strip()),
             plot_win_rates(
-                bt, folder / "bradley_terry.png", value="rating", title=f"Bradley-Terry {title}".strip()
+                bt.dropna(subset=["rating"]),
+                folder / "bradley_terry.png",
+                value="rating",
+                title=f"Bradley-Terry {title}".strip(),
             ),
             plot_head_to_head(
                 self.head_to_head, folder / "head_to_head.png", title=f"Head to head {title}".strip()
             ),
         ]
+        if self.tradeoff is not None and not self.tradeoff.empty:
+            from echo_builder.stats import plot_tradeoff_heatmap
+
+            written.append(
+                plot_tradeoff_heatmap(self.tradeoff, folder / "tradeoff.png", title="Trade-offs (TRIG)")
+            )
+        return written
 
 
 def verdict_ratings(verdicts: Sequence[Verdict]) -> pd.DataFrame:
@@ -271,10 +285,44 @@ def leaderboard_from_run(
     board.table["n_failures"] = board.table["model"].map(judge_fail).fillna(0).astype(int)
     board.table["n_missing"] = board.table["model"].map(missing_per_model).fillna(0).astype(int)
     board.failures, board.position_bias, board.tie_treatments = failures, position_bias, ties
+    if not pairwise:
+        board.tradeoff = _rating_tradeoff(verdicts)
     board.meta.update(
         {"judges": judges, "mode": "pairwise" if pairwise else verdicts[0].mode, "missing": missing}
     )
     return board
+
+
+def _rating_tradeoff(verdicts: Sequence[Verdict]) -> pd.DataFrame | None:
+    """TRIG trade-off map with one dimension per (judge, criterion), ratings rescaled to [0, 1]; ``None`` when the
+    run has a single dimension. Metric scores from ``echo-bench metrics`` can join as further dimensions."""
+    from echo_builder.stats import tradeoff_map
+
+    rows = [
+        {
+            "model": v.model,
+            "sample_id": v.sample_id,
+            "dimension": f"{v.judge} {v.criterion}",
+            "score": _unit_scale(v),
+        }
+        for v in verdicts
+        if v.mode != "pairwise" and v.status == "ok" and v.rating is not None
+    ]
+    if not rows:
+        return None
+    wide = pd.DataFrame(rows).pivot_table(index=["model", "sample_id"], columns="dimension", values="score")
+    dimensions = list(wide.columns)
+    if len(dimensions) < 2:
+        return None
+    return tradeoff_map(wide.reset_index(), dimensions, threshold=0.5)
+
+
+def _unit_scale(v: Verdict) -> float:
+    """A rating on [0, 1]: 1-10 ratings and 1-9 expected digits are rescaled; TRIGScores already are."""
+    assert v.rating is not None
+    if v.mode == "probability":
+        return v.rating if v.criterion.endswith("trig") else (v.rating - 1.0) / 8.0
+    return (v.rating - 1.0) / 9.0
 
 
 def leaderboard_from_votes(

@@ -29,7 +29,7 @@ from echo_builder.backends.caller import ModelCaller, RetryPolicy
 from echo_builder.cache import CallCache
 from echo_builder.errors import ConfigError
 from echo_builder.judge.judging import Judge, JudgeItem
-from echo_builder.judge.prompts import PAIRWISE, PROBABILITY_DIGITS, SINGLE
+from echo_builder.judge.prompts import PAIRWISE, PROBABILITY_DIGITS, PROBABILITY_TRIG, SINGLE
 from echo_builder.records import Verdict
 from echo_builder.secrets import get_logger
 
@@ -137,6 +137,7 @@ def run_judging(
     cache_dir: str | Path | None = None,
     limit: int | None = None,
     progress: bool = True,
+    probability_scale: Literal["digits", "trig"] = "digits",
 ) -> JudgeRunResult:
     """Judge every (sample, model) of ``config`` with every judge spec and write the run folder.
 
@@ -148,6 +149,7 @@ def run_judging(
         mode: ``single`` (1-10 ratings), ``pairwise`` (both orders) or ``probability`` (expected digit rating).
         judge_options: backend options per spec (``{"openai:gpt-4o": {"base_url": ...}}``).
         limit: judge only the first ``limit`` samples (for a quick look).
+        probability_scale: for ``probability`` mode, ``digits`` (expected 1-9 rating) or ``trig`` (TRIGScore).
 
     Raises:
         ConfigError: no judges, no models, unknown mode, or unreadable outputs.
@@ -188,7 +190,9 @@ def run_judging(
             if mode == "single":
                 batch = judge.single([it for items in per_sample.values() for it in items], progress=label)
             elif mode == "probability":
-                batch = judge.probability([it for items in per_sample.values() for it in items])
+                batch = judge.probability(
+                    [it for items in per_sample.values() for it in items], scale=probability_scale
+                )
             else:
                 pairs = [pair for items in per_sample.values() for pair in itertools.combinations(items, 2)]
                 batch = judge.pairwise(pairs, progress=label)
@@ -213,7 +217,8 @@ def run_judging(
         # under `accelerate launch` every process holds all verdicts (gathered in order); rank 0 writes them
         return JudgeRunResult(out, verdicts, {})
     write_verdicts(verdicts, out / VERDICTS_FILE)
-    prompt = {"single": SINGLE, "pairwise": PAIRWISE, "probability": PROBABILITY_DIGITS}[mode]
+    probability = PROBABILITY_DIGITS if probability_scale == "digits" else PROBABILITY_TRIG
+    prompt = {"single": SINGLE, "pairwise": PAIRWISE, "probability": probability}[mode]
     summary = {
         "echo_bench_version": __version__,
         "benchmark": str(benchmark),
