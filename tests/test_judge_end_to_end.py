@@ -138,32 +138,18 @@ def test_tiny_local_vlm_judge_on_real_edits(real_run, tiny_vlm, tmp_path):
 
 @pytest.mark.slow
 def test_judge_cli_under_accelerate_launch_matches_a_single_process(tiny_vlm, tmp_path):
-    import os
-    import shutil
     import subprocess
     import sys
 
-    from tests.conftest import REPO_ROOT
     from tests.helpers.benchmark import make_outputs
+    from tests.helpers.launch import accelerate_launch, cpu_env
 
-    accelerate = shutil.which("accelerate", path=os.path.dirname(sys.executable)) or shutil.which(
-        "accelerate"
-    )
-    if accelerate is None:
-        pytest.skip("accelerate CLI not found")
     samples = [{"id": f"s{i}", "prompt": f"draw shape {i}"} for i in range(5)]
     bench = make_benchmark(tmp_path / "bench", "text_to_image", samples)
-    outputs = make_outputs(
-        tmp_path / "outputs",
-        {
-            m: {
-                s["id"]: Image.new("RGB", (40 + 8 * i, 56), (40 * i, 90, 200 - 30 * i))
-                for i, s in enumerate(samples)
-            }
-            for m in ("m1", "m2")
-        },
-    )
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    colors = {
+        s["id"]: Image.new("RGB", (40 + 8 * i, 56), (40 * i, 90, 200 - 30 * i)) for i, s in enumerate(samples)
+    }
+    outputs = make_outputs(tmp_path / "outputs", {"m1": colors, "m2": dict(reversed(colors.items()))})
     judge_args = [
         "judge",
         "--benchmark",
@@ -183,38 +169,13 @@ def test_judge_cli_under_accelerate_launch_matches_a_single_process(tiny_vlm, tm
     ]
     single = subprocess.run(
         [sys.executable, "-m", "echo_builder.cli", *judge_args, "--out", str(tmp_path / "one")],
-        env=env,
+        env=cpu_env(),
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert single.returncode == 0, single.stderr[-2000:]
-    launched = subprocess.run(
-        [
-            accelerate,
-            "launch",
-            "--multi_gpu",
-            "--num_processes",
-            "2",
-            "--num_machines",
-            "1",
-            "--mixed_precision",
-            "no",
-            "--dynamo_backend",
-            "no",
-            "--main_process_port",
-            "0",
-            "-m",
-            "echo_builder.cli",
-            *judge_args,
-            "--out",
-            str(tmp_path / "two"),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    launched = accelerate_launch(["echo_builder.cli", *judge_args, "--out", str(tmp_path / "two")])
     assert launched.returncode == 0, launched.stderr[-3000:]
     one, two = read_verdicts(tmp_path / "one"), read_verdicts(tmp_path / "two")
     assert len(one) == 10

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 
@@ -116,39 +115,14 @@ def test_bad_options_and_paths(tmp_path):
 
 @pytest.mark.slow
 def test_accelerate_launch_splits_work_and_gathers_in_order(tiny_vlm, tmp_path):
-    accelerate = shutil.which("accelerate", path=os.path.dirname(sys.executable)) or shutil.which(
-        "accelerate"
-    )
-    if accelerate is None:
-        pytest.skip("accelerate CLI not found")
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    from tests.helpers.launch import accelerate_launch, cpu_env
+
     single, multi = tmp_path / "single.json", tmp_path / "multi.json"
-    script = ["-m", "tests.helpers.distributed_generate", str(tiny_vlm)]
-    subprocess.run([sys.executable, *script, str(single)], cwd=REPO_ROOT, env=env, check=True, timeout=300)
-    launched = subprocess.run(
-        [
-            accelerate,
-            "launch",
-            "--multi_gpu",
-            "--num_processes",
-            "2",
-            "--num_machines",
-            "1",
-            "--mixed_precision",
-            "no",
-            "--dynamo_backend",
-            "no",
-            "--main_process_port",
-            "0",
-            *script,
-            str(multi),
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    script = ["tests.helpers.distributed_generate", str(tiny_vlm)]
+    subprocess.run(
+        [sys.executable, "-m", *script, str(single)], cwd=REPO_ROOT, env=cpu_env(), check=True, timeout=300
     )
+    launched = accelerate_launch([*script, str(multi)])
     assert launched.returncode == 0, launched.stderr[-3000:]
     one, two = json.loads(single.read_text()), json.loads(multi.read_text())
     assert (one["processes"], two["processes"]) == (1, 2)

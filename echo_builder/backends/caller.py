@@ -248,13 +248,7 @@ class ModelCaller:
     async def _with_retries(self, request: CallRequest, key: str) -> CallResult:
         attempts = 0
         try:
-            async for attempt in AsyncRetrying(
-                retry=retry_if_exception_type(RetryableBackendError),
-                stop=stop_after_attempt(self.retry.max_attempts) | stop_after_delay(self.retry.max_total_s),
-                wait=self._wait,
-                reraise=True,
-                before_sleep=self._log_retry,
-            ):
+            async for attempt in self._retrying():
                 with attempt:
                     attempts += 1
                     reply = await self._attempt(request)
@@ -272,6 +266,16 @@ class ModelCaller:
             return CallResult(request, key, error=redact(str(exc)), error_kind="permanent", attempts=attempts)
         self._store(request, key, reply)
         return CallResult(request, key, reply=reply, attempts=attempts)
+
+    def _retrying(self) -> AsyncRetrying:
+        """Retries of transient failures only, bounded by attempts and total time; the last error is re-raised."""
+        return AsyncRetrying(
+            retry=retry_if_exception_type(RetryableBackendError),
+            stop=stop_after_attempt(self.retry.max_attempts) | stop_after_delay(self.retry.max_total_s),
+            wait=self._wait,
+            reraise=True,
+            before_sleep=self._log_retry,
+        )
 
     def _log_retry(self, state: RetryCallState) -> None:
         self.stats.retries += 1
@@ -454,12 +458,7 @@ class ModelCaller:
             if value is not None:
                 self.stats.cache_hits += 1
                 return CandidateScores.model_validate(value)
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception_type(RetryableBackendError),
-            stop=stop_after_attempt(self.retry.max_attempts) | stop_after_delay(self.retry.max_total_s),
-            wait=self._wait,
-            reraise=True,
-        ):
+        async for attempt in self._retrying():
             with attempt:
                 async with self._semaphore():
                     self.stats.attempts += 1

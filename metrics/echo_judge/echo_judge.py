@@ -7,6 +7,7 @@ single-answer grading after MT-Bench, last ``[[N]]`` parsed, images at 512 px JP
 import datasets
 import evaluate
 
+from echo_builder.citation import ECHO_BIBTEX, ECHO_PAPER_URL
 from echo_builder.judge.api import grade_outputs
 
 _CITATION = """\
@@ -50,7 +51,7 @@ class EchoJudge(evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
-            citation=_CITATION,
+            citation=ECHO_BIBTEX,
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features(
                 {
@@ -59,7 +60,7 @@ class EchoJudge(evaluate.Metric):
                     "prompts": datasets.Value("string"),
                 }
             ),
-            reference_urls=["https://arxiv.org/abs/2510.15021"],
+            reference_urls=[ECHO_PAPER_URL],
         )
 
     def _compute(

@@ -11,6 +11,7 @@ import datasets
 import evaluate
 import pandas as pd
 
+from echo_builder.citation import ECHO_BIBTEX, ECHO_PAPER_URL
 from echo_builder.judge.api import win_rate_report
 
 _CITATION = """\
@@ -50,7 +51,7 @@ class WinRate(evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
-            citation=_CITATION,
+            citation=ECHO_BIBTEX,
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features(
                 {
@@ -59,7 +60,7 @@ class WinRate(evaluate.Metric):
                     "score": datasets.Value("float64"),
                 }
             ),
-            reference_urls=["https://arxiv.org/abs/2510.15021"],
+            reference_urls=[ECHO_PAPER_URL],
         )
 
     def _compute(self, model, sample_id, score, judge=None, missing="loss", n_boot=1000, seed=0):
