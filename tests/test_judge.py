@@ -12,8 +12,9 @@ from echo_builder.backends import create_backend
 from echo_builder.backends.caller import ModelCaller, RetryPolicy
 from echo_builder.cache import CallCache
 from echo_builder.errors import ImageError
+from echo_builder.imaging import load_rgb
 from echo_builder.judge import Judge, JudgeItem, parse_preference, parse_rating, trig_score
-from echo_builder.judge.images import load_rgb, prepare_for_judge
+from echo_builder.judge.images import prepare_for_judge
 from tests.helpers.openai_server import Scripted
 
 FAST = RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.01)

@@ -1,0 +1,9 @@
+"""The metric math: community-driven metrics as plain functions on images (ECHO Flow 3).
+
+Heavy models (DINO through timm, face models through dlib or onnxruntime) load lazily inside the scorer that
+needs them; importing this package imports neither.
+"""
+
+from echo_builder.scoring.base import METRIC_SPECS, MetricResult, MetricSpec, register_metric_spec
+
+__all__ = ["METRIC_SPECS", "MetricResult", "MetricSpec", "register_metric_spec"]
