@@ -1,7 +1,7 @@
 """The ``echo-bench`` command line.
 
-Commands: ``judge``, ``leaderboard``, ``agreement``, ``backends list|ping``, ``cache stats``. Curation
-(``build``, ``publish``), ``metrics`` and ``demo`` plug in here as they land. Heavy imports happen inside the command that needs them, so ``echo-bench --help`` is instant.
+Commands: ``build``, ``judge``, ``leaderboard``, ``agreement``, ``backends list|ping``, ``cache stats``;
+``publish``, ``metrics`` and ``demo`` plug in here as they land. Heavy imports happen inside the command that needs them, so ``echo-bench --help`` is instant.
 """
 
 from __future__ import annotations
@@ -258,6 +258,92 @@ def judge(
             f"snapshot {', '.join(j['snapshots']) or 'not reported'}"
         )
     click.echo(f"wrote {result.out_dir}; next: echo-bench leaderboard {result.out_dir}")
+
+
+@cli.command()
+@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Build folder to write."
+)
+@click.option(
+    "--backend",
+    default="rules",
+    show_default=True,
+    help="rules (no model) or an LLM spec such as openai:gpt-4o for relevance and extraction.",
+)
+@click.option("--base-url", help="Server URL for an openai: backend.")
+@click.option(
+    "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Backend option; repeatable."
+)
+@click.option("--target-model", help="The image model the benchmark is about, e.g. 'GPT-4o'.")
+@click.option(
+    "--launch-date", help="The target model's launch date (YYYY-MM-DD), for time-windowed keywords."
+)
+@click.option(
+    "--keywords",
+    "keywords_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Keyword list (JSON, or text: one term per line, optional TAB/| window in days).",
+)
+@click.option("--format", "source_format", help="Force a source format instead of auto-detection.")
+@click.option("--threshold", default=4, show_default=True, type=click.IntRange(1, 5), help="Relevance kept.")
+@click.option("--concurrency", default=8, show_default=True, help="Model calls in flight.")
+@click.option(
+    "--cache", "cache_dir", type=click.Path(file_okay=False), help="Call cache folder (default OUT/cache)."
+)
+@click.option(
+    "--resume", is_flag=True, help="Continue a build in OUT; completed model calls are not repeated."
+)
+def build(
+    sources: tuple[str, ...],
+    out_dir: str,
+    backend: str,
+    base_url: str | None,
+    options: tuple[str, ...],
+    target_model: str | None,
+    launch_date: str | None,
+    keywords_file: str | None,
+    source_format: str | None,
+    threshold: int,
+    concurrency: int,
+    cache_dir: str | None,
+    resume: bool,
+) -> None:
+    """Curate posts from SOURCES (export files or folders) into benchmark samples.
+
+    Stages: collect, query, relevance, threads, extract. Writes OUT/stages/*.jsonl and OUT/report.json.
+    """
+    from echo_builder.pipeline import BuildConfig
+    from echo_builder.pipeline import build as run_build
+
+    opts = _parse_options(options)
+    if base_url:
+        opts["base_url"] = base_url
+    config = BuildConfig(
+        sources=list(sources),
+        out_dir=out_dir,
+        backend=backend,
+        backend_options=opts,
+        target_model=target_model,
+        launch_date=launch_date,
+        keywords_file=keywords_file,
+        source_format=source_format,
+        relevance_threshold=threshold,
+        concurrency=concurrency,
+        cache_dir=cache_dir,
+        resume=resume,
+    )
+    click.echo(f"{'stage':<10} {'in':>8} {'out':>8} {'failures':>8}")
+
+    def show(entry: dict[str, Any]) -> None:
+        click.echo(f"{entry['name']:<10} {entry['in']:>8} {entry['out']:>8} {entry['failures']:>8}")
+
+    result = run_build(config, on_stage=show)
+    extract = result.report["stages"][-1]
+    click.echo(
+        f"\nsamples: {extract['out']} (Benchmark {extract['Benchmark']}, Analysis {extract['Analysis']}, "
+        f"Trash {extract['Trash']}); report: {result.out_dir / 'report.json'}"
+    )
 
 
 def _print_table(board: Any, fmt: str) -> None:

@@ -218,6 +218,8 @@ class Sample(_Record):
         review: for ``tier == "Manual Review"``, what to review (prompt, input image, output image).
         input_images / output_images: inputs given to the model and the community's outputs of the target model.
         input_bboxes: boxes found in a conversation screenshot, in the screenshot's pixel frame.
+        needs_input_images: the task requires the user's own input image(s) (an edit of "this photo"), whether or
+            not the images were found; such a sample without inputs cannot be a benchmark row.
         applicability: metric-applicability flags.
         has_nsfw: ``None`` unless a safety checker ran.
     """
@@ -236,6 +238,7 @@ class Sample(_Record):
     output_images: tuple[MediaRef, ...] = ()
     is_screenshot: bool = False
     input_bboxes: tuple[BoundingBox, ...] = ()
+    needs_input_images: bool = False
     applicability: ApplicabilityFlags = ApplicabilityFlags()
     platform: str | None = None
     created_at: datetime | None = None

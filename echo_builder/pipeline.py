@@ -1,0 +1,328 @@
+"""The curation pipeline: sources -> collect -> query -> relevance -> threads -> extract, resumable.
+
+Each stage's output is written under ``OUT/stages/`` when the stage completes (atomically: temp file, then
+rename), and ``OUT/report.json`` records per stage what went in, what came out and what failed, plus the backend,
+the prompt versions and the package version. Every model call goes through the call cache in ``OUT/cache``
+(unless another is given): a build killed at any moment and run again with ``resume=True`` repeats no completed
+call and writes byte-identical stage outputs and report. Wall times and cache hits, which legitimately differ
+between runs, are kept apart in ``OUT/run_stats.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from echo_builder import __version__
+from echo_builder.errors import ConfigError
+from echo_builder.records import Post, Sample, Tree
+
+__all__ = ["STAGE_ORDER", "BuildConfig", "BuildResult", "build"]
+
+STAGE_ORDER = ("collect", "query", "relevance", "threads", "extract")
+REPORT_FILE = "report.json"
+
+
+@dataclass
+class BuildConfig:
+    """Everything that determines a build's outputs.
+
+    Attributes:
+        sources: files or folders of posts (any supported export format).
+        out_dir: the build folder.
+        backend: ``rules`` (no model) or an LLM spec such as ``openai:gpt-4o``.
+        backend_options: options of the backend (``base_url``, ...).
+        target_model: the image model the benchmark is about.
+        launch_date: its launch date, for time-windowed keywords.
+        keywords_file: keyword list; default: the target model's name.
+        source_format: force one source format instead of auto-detection.
+        relevance_threshold: minimum relevance kept (1-5, ECHO: 4).
+        max_depth, max_tree_size: bounds of reply-tree expansion.
+        concurrency, timeout_s, max_attempts: model-call limits.
+        cache_dir: call cache (default ``OUT/cache``).
+        resume: continue in an existing build folder.
+    """
+
+    sources: Sequence[str | Path]
+    out_dir: str | Path
+    backend: str = "rules"
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    target_model: str | None = None
+    launch_date: date | str | None = None
+    keywords_file: str | Path | None = None
+    source_format: str | None = None
+    relevance_threshold: int = 4
+    max_depth: int = 8
+    max_tree_size: int = 500
+    concurrency: int = 8
+    timeout_s: float = 120.0
+    max_attempts: int = 6
+    cache_dir: str | Path | None = None
+    resume: bool = False
+    progress: bool = True
+
+
+@dataclass
+class BuildResult:
+    """The build's samples, trees and report, and where they were written."""
+
+    out_dir: Path
+    samples: list[Sample]
+    trees: list[Tree]
+    report: dict[str, Any]
+
+
+def _write_jsonl(path: Path, rows: Sequence[BaseModel | dict[str, Any]]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for row in rows:
+            line = (
+                row.model_dump_json()
+                if isinstance(row, BaseModel)
+                else json.dumps(row, ensure_ascii=False, sort_keys=True)
+            )
+            f.write(line + "\n")
+    os.replace(tmp, path)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(
+        json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str) + "\n", encoding="utf-8"
+    )
+    os.replace(tmp, path)
+
+
+def _prepare_out(config: BuildConfig) -> Path:
+    out = Path(config.out_dir)
+    stages = out / "stages"
+    if stages.is_dir() and any(stages.iterdir()) and not config.resume:
+        raise ConfigError(
+            f"{out} already holds a build; pass --resume to continue it, or choose another --out"
+        )
+    stages.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | None = None) -> BuildResult:
+    """Run the curation stages available so far and write the build folder.
+
+    Args:
+        config: the :class:`BuildConfig`.
+        on_stage: called with each stage's report entry as soon as the stage finishes (for progress output).
+
+    Raises:
+        ConfigError: bad options, an existing build without ``resume``, or no readable source at all.
+    """
+    from echo_builder.sources import read_posts
+    from echo_builder.stages.extract import EXTRACT_PROMPT, run_extract, sample_summary
+    from echo_builder.stages.query import default_keywords, load_keywords, run_query
+    from echo_builder.stages.relevance import RELEVANCE_PROMPT, run_relevance
+    from echo_builder.stages.threads import build_trees
+
+    out = _prepare_out(config)
+    stages_dir = out / "stages"
+    entries: list[dict[str, Any]] = []
+    timings: dict[str, float] = {}
+
+    def finish(entry: dict[str, Any], started: float) -> None:
+        entries.append(entry)
+        timings[entry["name"]] = round(time.perf_counter() - started, 3)
+        if on_stage is not None:
+            on_stage(entry)
+
+    caller, cache = _caller(config, out)
+    try:
+        # collect
+        started = time.perf_counter()
+        collected = read_posts(list(config.sources), format=config.source_format)
+        posts: list[Post] = list(collected.posts)
+        problems = [p.as_dict() if hasattr(p, "as_dict") else dict(vars(p)) for p in collected.problems]
+        if not posts and problems:
+            raise ConfigError(f"no post could be read from {list(map(str, config.sources))}: {problems[0]}")
+        _write_jsonl(stages_dir / "collect.jsonl", posts)
+        _write_jsonl(stages_dir / "collect_problems.jsonl", problems)
+        finish(
+            {
+                "name": "collect",
+                "in": len(config.sources),
+                "out": len(posts),
+                "failures": len(problems),
+                "duplicates": getattr(collected, "duplicates", 0),
+            },
+            started,
+        )
+
+        # query
+        started = time.perf_counter()
+        keywords = (
+            load_keywords(config.keywords_file)
+            if config.keywords_file
+            else default_keywords(config.target_model)
+        )
+        queried = run_query(posts, keywords, launch_date=config.launch_date)
+        _write_jsonl(
+            stages_dir / "query.jsonl",
+            [{"post_id": p.id, "matched": list(queried.matches[p.id])} for p in queried.kept],
+        )
+        finish(
+            {
+                "name": "query",
+                "in": len(posts),
+                "out": len(queried.kept),
+                "failures": 0,
+                "keywords": [k.term for k in keywords],
+                "yield_per_keyword": queried.yield_per_keyword,
+                "curated": queried.curated,
+                "outside_window": queried.outside_window,
+            },
+            started,
+        )
+
+        # relevance
+        started = time.perf_counter()
+        relevance = run_relevance(
+            queried.kept,
+            target_model=config.target_model,
+            caller=caller,
+            threshold=config.relevance_threshold,
+            progress=_label(config, "relevance"),
+        )
+        _write_jsonl(stages_dir / "relevance.jsonl", [vars(s) for s in relevance.scores])
+        histogram = {str(k): sum(1 for s in relevance.scores if s.score == k) for k in range(1, 6)}
+        finish(
+            {
+                "name": "relevance",
+                "in": len(queried.kept),
+                "out": len(relevance.kept),
+                "failures": len(relevance.failures),
+                "threshold": config.relevance_threshold,
+                "score_histogram": histogram,
+                "failed_ids": [f.record_id for f in relevance.failures],
+            },
+            started,
+        )
+
+        # threads
+        started = time.perf_counter()
+        threads = build_trees(
+            relevance.kept, posts, max_depth=config.max_depth, max_size=config.max_tree_size
+        )
+        _write_jsonl(stages_dir / "threads.jsonl", threads.trees)
+        finish(
+            {
+                "name": "threads",
+                "in": len(relevance.kept),
+                "out": len(threads.trees),
+                "failures": 0,
+                "posts_in_trees": sum(len(t.posts) for t in threads.trees),
+                "added_by_expansion": sum(len(t.posts) for t in threads.trees) - len(relevance.kept),
+                "duplicates_merged": threads.duplicates_merged,
+                "cycles_broken": threads.cycles_broken,
+                "self_replies": threads.self_replies,
+                "missing_parents": threads.missing_parents,
+                "truncated_trees": threads.truncated_trees,
+            },
+            started,
+        )
+
+        # extract
+        started = time.perf_counter()
+        extracted = run_extract(
+            threads.trees, target_model=config.target_model, caller=caller, progress=_label(config, "extract")
+        )
+        _write_jsonl(stages_dir / "extract.jsonl", extracted.samples)
+        _write_jsonl(
+            stages_dir / "failures.jsonl", [vars(f) for f in [*relevance.failures, *extracted.failures]]
+        )
+        finish(
+            {
+                "name": "extract",
+                "in": len(threads.trees),
+                "out": len(extracted.samples),
+                "failures": len(extracted.failures),
+                **sample_summary(extracted.samples),
+                "notes": extracted.notes,
+                "failed_ids": [f.record_id for f in extracted.failures],
+            },
+            started,
+        )
+    finally:
+        if cache is not None:
+            cache.close()
+
+    report = {
+        "echo_bench_version": __version__,
+        "backend": caller.backend.backend_id if caller is not None else "rules",
+        "backend_snapshots": (
+            sorted(_snapshots(config.cache_dir or out / "cache", caller.backend.backend_id))
+            if caller is not None
+            else [f"rules@{__version__}"]
+        ),
+        "target_model": config.target_model,
+        "launch_date": str(config.launch_date) if config.launch_date else None,
+        "sources": [str(s) for s in config.sources],
+        "versions": {
+            "package": __version__,
+            "prompts": {"relevance": RELEVANCE_PROMPT.version, "extract": EXTRACT_PROMPT.version},
+        },
+        "stages": entries,
+    }
+    _write_json(out / REPORT_FILE, report)
+    stats: dict[str, Any] = {"wall_time_s": timings}
+    if caller is not None:
+        stats["model_calls"] = vars(caller.stats)
+    _write_json(out / "run_stats.json", stats)
+    return BuildResult(out, extracted.samples, threads.trees, report)
+
+
+def _label(config: BuildConfig, stage: str) -> str | None:
+    return stage if config.progress else None
+
+
+def _caller(config: BuildConfig, out: Path) -> tuple[Any, Any]:
+    if config.backend.strip() == "rules":
+        if config.backend_options:
+            raise ConfigError(f"the rules backend takes no options, got {sorted(config.backend_options)}")
+        return None, None
+    from echo_builder.backends import create_backend
+    from echo_builder.backends.caller import ModelCaller, RetryPolicy
+    from echo_builder.cache import CallCache
+
+    backend = create_backend(config.backend, **config.backend_options)
+    cache = CallCache(config.cache_dir or out / "cache")
+    caller = ModelCaller(
+        backend,
+        cache=cache,
+        concurrency=config.concurrency,
+        timeout_s=config.timeout_s,
+        retry=RetryPolicy(max_attempts=config.max_attempts),
+    )
+    return caller, cache
+
+
+def _snapshots(cache_dir: str | Path, backend_id: str) -> set[str]:
+    """Model snapshots of ``backend_id`` that answered, read back from the cache (resumed runs report them too)."""
+    snapshots: set[str] = set()
+    db = Path(cache_dir) / "calls.sqlite"
+    if not db.exists():
+        return snapshots
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        for (value,) in conn.execute("SELECT value FROM calls WHERE backend = ?", (backend_id,)):
+            snapshot = json.loads(value).get("model_snapshot")
+            if snapshot:
+                snapshots.add(snapshot)
+    finally:
+        conn.close()
+    return snapshots

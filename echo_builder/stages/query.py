@@ -1,0 +1,181 @@
+"""``query``: broad keyword queries over collected posts (ECHO Flow 1, "query").
+
+Keywords match case-insensitively on word boundaries (``gpt-4o`` matches "GPT-4o's" but not "gpt-4omni"), in the
+post text and the alt text of its media. A keyword may be time-windowed relative to the target model's launch
+date: ECHO allowed generic words such as "openai" only within two weeks of the launch and narrower ones after. The
+stage reports the yield of each keyword (posts matched, posts matched by it alone).
+
+Posts from curated prompt collections (platform ``collection``) are not social-media search results: they skip the
+query and are counted as ``curated``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+from echo_builder.errors import ConfigError
+from echo_builder.records import Post
+
+__all__ = ["Keyword", "QueryResult", "default_keywords", "load_keywords", "run_query"]
+
+
+@dataclass(frozen=True)
+class Keyword:
+    """A search term. ``window_days``: only posts from the launch date to ``window_days`` days after it match
+    (``None``: any time). ``before_days`` allows that many days before the launch (teasers, leaks)."""
+
+    term: str
+    window_days: int | None = None
+    before_days: int = 0
+
+    def pattern(self) -> re.Pattern[str]:
+        # \b fails next to non-word characters such as "-" or "+", so spell out "not preceded/followed by a letter
+        # or digit" instead; inner whitespace matches any run of whitespace.
+        body = r"\s+".join(re.escape(part) for part in self.term.split())
+        return re.compile(rf"(?<![^\W_]){body}(?![^\W_])", re.IGNORECASE)
+
+
+def default_keywords(target_model: str | None) -> list[Keyword]:
+    """The target model's name (and its spelling without spaces or hyphens), any time."""
+    if not target_model:
+        return []
+    variants = {target_model.strip(), re.sub(r"[\s\-]+", "", target_model.strip())}
+    return [Keyword(v) for v in sorted(variants) if v]
+
+
+def load_keywords(path: str | Path) -> list[Keyword]:
+    """Keywords from a file: JSON (``[{"term", "window_days", "before_days"}]`` or ``{"keywords": [...]}``) or
+    text, one term per line with an optional tab- or ``|``-separated window in days; ``#`` starts a comment.
+
+    Raises :class:`ConfigError` naming the file and line of a malformed entry.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read keywords file {path}: {exc}") from None
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+        entries = data.get("keywords", []) if isinstance(data, dict) else data
+        out = []
+        for i, entry in enumerate(entries):
+            entry = {"term": entry} if isinstance(entry, str) else entry
+            try:
+                out.append(
+                    Keyword(str(entry["term"]), entry.get("window_days"), int(entry.get("before_days", 0)))
+                )
+            except (KeyError, TypeError, ValueError, AttributeError):
+                raise ConfigError(
+                    f"{path}: keyword {i} must be a term or {{'term', 'window_days'}}, got {entry!r}"
+                ) from None
+        return out
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        window = None
+        parts = re.split(r"\t|\|", line, maxsplit=1)
+        term = parts[0].strip()
+        if len(parts) == 2 and parts[1].strip():
+            try:
+                window = int(parts[1].strip())
+            except ValueError:
+                raise ConfigError(
+                    f"{path}:{number}: window must be a whole number of days, got {parts[1]!r}"
+                ) from None
+        out.append(Keyword(term, window))
+    return out
+
+
+@dataclass
+class QueryResult:
+    """Posts that matched at least one keyword (or are curated), with each kept post's matching terms.
+
+    Attributes:
+        kept: matching posts, in input order.
+        matches: post id -> the terms it matched (empty tuple for curated posts).
+        yield_per_keyword: term -> ``{"matched": n, "only": n}`` (``only``: matched by no other term).
+        curated: posts passed through because they come from a curated collection.
+        outside_window: matches dropped because the post fell outside the term's time window (or has no date).
+    """
+
+    kept: list[Post]
+    matches: dict[str, tuple[str, ...]]
+    yield_per_keyword: dict[str, dict[str, int]] = field(default_factory=dict)
+    curated: int = 0
+    outside_window: int = 0
+
+
+def _in_window(post: Post, keyword: Keyword, launch: datetime | None) -> bool:
+    if keyword.window_days is None or launch is None:
+        return True
+    if post.created_at is None:
+        return False
+    start = launch - timedelta(days=keyword.before_days)
+    return start <= post.created_at <= launch + timedelta(days=keyword.window_days)
+
+
+def _launch(launch_date: date | datetime | str | None) -> datetime | None:
+    if launch_date is None:
+        return None
+    if isinstance(launch_date, str):
+        try:
+            launch_date = date.fromisoformat(launch_date)
+        except ValueError:
+            raise ConfigError(f"launch date must be YYYY-MM-DD, got {launch_date!r}") from None
+    if isinstance(launch_date, datetime):
+        return launch_date if launch_date.tzinfo else launch_date.replace(tzinfo=timezone.utc)
+    return datetime(launch_date.year, launch_date.month, launch_date.day, tzinfo=timezone.utc)
+
+
+def run_query(
+    posts: Iterable[Post], keywords: Sequence[Keyword], *, launch_date: date | datetime | str | None = None
+) -> QueryResult:
+    """Keep the posts matching any keyword within its window. With no keywords every post is kept.
+
+    Raises :class:`ConfigError` for a windowed keyword without a launch date.
+    """
+    launch = _launch(launch_date)
+    if launch is None and any(k.window_days is not None for k in keywords):
+        raise ConfigError(
+            "time-windowed keywords need the target model's launch date (--launch-date YYYY-MM-DD)"
+        )
+    compiled = [(k, k.pattern()) for k in keywords]
+    result = QueryResult(
+        kept=[], matches={}, yield_per_keyword={k.term: {"matched": 0, "only": 0} for k in keywords}
+    )
+    for post in posts:
+        if post.platform == "collection":
+            result.kept.append(post)
+            result.matches[post.id] = ()
+            result.curated += 1
+            continue
+        if not compiled:
+            result.kept.append(post)
+            result.matches[post.id] = ()
+            continue
+        haystack = "\n".join([post.text, *(m.alt_text or "" for m in post.media)])
+        hits = []
+        for keyword, pattern in compiled:
+            if pattern.search(haystack):
+                if _in_window(post, keyword, launch):
+                    hits.append(keyword.term)
+                else:
+                    result.outside_window += 1
+        if hits:
+            result.kept.append(post)
+            result.matches[post.id] = tuple(hits)
+            for term in hits:
+                result.yield_per_keyword[term]["matched"] += 1
+            if len(hits) == 1:
+                result.yield_per_keyword[hits[0]]["only"] += 1
+    return result
