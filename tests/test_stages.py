@@ -67,7 +67,7 @@ def test_keyword_files(tmp_path):
     assert load_keywords(js) == [Keyword("sora"), Keyword("openai", 14, 2)]
     bad = tmp_path / "bad.txt"
     bad.write_text("openai\tsoon\n")
-    with pytest.raises(ConfigError, match="bad.txt:1"):
+    with pytest.raises(ConfigError, match=r"bad\.txt:1"):
         load_keywords(bad)
 
 
