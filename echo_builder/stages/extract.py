@@ -100,17 +100,23 @@ class ExtractResult:
 
 # -- shared helpers ---------------------------------------------------------------------------------------------------
 _PLACEHOLDER = re.compile(
-    r"\[[^\[\]\n]{1,40}\](?!\()"  # [Brand Logo], but not a markdown link [text](url)
-    r"|\{[^{}\n]{1,40}\}"  # {Programmer}
-    r"|<[^<>\n]{1,40}>"  # <your name>
-    r"|【[^【】\n]{1,40}】"  # 【成龙】
+    r"\[[^\[\]\n\"]{1,40}\](?!\()"  # [Brand Logo]; not a markdown link [text](url) nor a JSON list ["a", "b"]
+    r"|\{[^{}\n\"]{1,40}\}"  # {Programmer}
+    r"|<(?!/)[^<>\n=/]{1,40}>"  # <your name>; not an HTML tag with attributes or a closing tag
+    r"|【[^【】\n]{1,20}】"  # 【成龙】; longer 【...】 runs are emphasis, not blanks
     r"|\((?:your|insert|name of|[A-Z][A-Z _]{2,})[^()\n]{0,40}\)"  # (YOUR TEXT), (insert name)
+)
+_HTML_TAG = re.compile(
+    r"^<(?:h[1-6]|p|b|i|u|em|strong|span|div|br|hr|li|ul|ol|code|pre|sub|sup|small|mark)>$", re.I
 )
 
 
 def find_placeholders(prompt: str) -> list[str]:
-    """Fill-in-the-blank placeholders in a prompt: ``[x]``, ``{x}``, ``<x>``, ``【x】`` and ``(YOUR X)``."""
-    return _PLACEHOLDER.findall(prompt)
+    """Fill-in-the-blank placeholders in a prompt: ``[x]``, ``{x}``, ``<x>``, ``【x】`` and ``(YOUR X)``.
+
+    Bracketed JSON lists, markdown links, HTML tags and long 【emphasis】 runs are not placeholders.
+    """
+    return [p for p in _PLACEHOLDER.findall(prompt) if not _HTML_TAG.match(p)]
 
 
 def _post_label(post: Post) -> str:

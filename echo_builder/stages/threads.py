@@ -89,7 +89,9 @@ def build_trees(
     for post in [*kept, *all_posts]:
         if post.id in by_id or post.id in alias:
             continue
-        key = canonical_url(post.url)
+        # collection cases cite their source post's URL, and two cases may cite the same post: a case is its own
+        # record, so only social posts are de-duplicated by URL
+        key = canonical_url(post.url) if post.platform != "collection" else None
         if key is not None and key in by_url:
             alias[post.id] = by_url[key]
             result.duplicates_merged += 1

@@ -1,0 +1,321 @@
+"""Benchmark: the community-driven metrics of ECHO Flow 3 on realistic image sizes.
+
+Run from the repository root:  python -m bench.metrics [--pairs 24] [--repeats 3] [--images 32]
+                                                      [--only color,structure] [--append]
+
+Test images: 1024 x 1536 JPEGs (quality 90) written to a temp folder, from the shared ``yellow_tint`` pair when
+``../shared/data`` (or ``$ECHO_SHARED_DATA``) is there, else from scikit-image's astronaut scaled up.
+
+1. ``color_shift``: pairs/s end to end (decode both images + metric); the metric alone on decoded images against a
+   plain per-channel ``np.histogram`` implementation (target: >= 3x faster) and against decoding (target: the
+   metric costs <= 50% of the decode time). ``np.bincount`` per channel is shown as the middle ground.
+2. ``structure_distance``: images/s on this machine's device with seeded random weights at batch 1 and 16
+   (decode + resize + ViT forward), and the peak memory each batch size adds on top of the loaded model
+   (CPU: peak RSS of a fresh subprocess; CUDA: ``torch.cuda.max_memory_allocated``).
+
+Each timing is the best of ``--repeats`` runs (machines here are noisy). Prints a Markdown table; ``--append``
+also appends it, with date and machine, to bench/RESULTS.md under "## Metrics (`python -m bench.metrics`)".
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from echo_builder.imaging import load_rgb
+from echo_builder.scoring.color import channel_histograms, color_shift, mean_rgb
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+HEADING = "## Metrics (`python -m bench.metrics`)"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("ECHO_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+SIZE = (1024, 1536)  # width x height, as the shared yellow_tint images
+
+Row = tuple[str, str, str]
+
+
+def best_of(repeats: int, fn: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def make_jpegs(folder: Path, n_pairs: int) -> tuple[list[Path], list[Path], str]:
+    """``n_pairs`` distinct (input, output) 1024x1536 JPEG pairs; the output carries a warm cast."""
+    tint = SHARED_DATA / "image_pairs" / "yellow_tint"
+    if (tint / "gpt4o_after.webp").is_file():
+        base = np.asarray(load_rgb(tint / "gpt4o_after.webp").resize(SIZE, Image.Resampling.BICUBIC))
+        origin = "the shared yellow_tint image re-encoded"
+    else:
+        from skimage import data
+
+        base = np.asarray(Image.fromarray(data.astronaut()).resize(SIZE, Image.Resampling.BICUBIC))
+        origin = "scikit-image's astronaut scaled up"
+    cast = np.array([1.04, 0.9, 0.7])
+    inputs, outputs = [], []
+    for i in range(n_pairs):
+        shifted = np.roll(base, 16 * i, axis=1)  # distinct content per pair, same statistics
+        for name, pixels, bucket in (
+            (f"in{i}.jpg", shifted, inputs),
+            (f"out{i}.jpg", np.clip(shifted * cast, 0, 255).astype(np.uint8), outputs),
+        ):
+            Image.fromarray(pixels).save(folder / name, quality=90)
+            bucket.append(folder / name)
+    return inputs, outputs, origin
+
+
+def _plain_means(image: Image.Image) -> np.ndarray:
+    """The obvious implementation: one np.histogram per channel, then the kept-range mean."""
+    pixels = np.asarray(image)
+    levels = np.arange(5, 251)
+    means = []
+    for c in range(3):
+        counts, _ = np.histogram(pixels[..., c], bins=256, range=(0, 256))
+        kept = counts[5:251]
+        means.append((kept * levels).sum() / kept.sum())
+    return np.array(means)
+
+
+def _bincount_means(image: Image.Image) -> np.ndarray:
+    pixels = np.asarray(image)
+    hist = np.stack([np.bincount(pixels[..., c].ravel(), minlength=256) for c in range(3)])
+    return mean_rgb(hist)
+
+
+def bench_color(
+    args: argparse.Namespace, inputs: list[Path], outputs: list[Path]
+) -> tuple[list[Row], list[str]]:
+    inputs, outputs = inputs[: args.pairs], outputs[: args.pairs]
+    n = len(inputs)
+    decoded = [load_rgb(p) for p in inputs + outputs]
+    t_decode = best_of(args.repeats, lambda: [load_rgb(p) for p in inputs + outputs])
+    t_end_to_end = best_of(args.repeats, lambda: color_shift(inputs, outputs))
+    t_ours = best_of(args.repeats, lambda: [mean_rgb(channel_histograms(img)) for img in decoded])
+    t_bincount = best_of(args.repeats, lambda: [_bincount_means(img) for img in decoded])
+    t_plain = best_of(args.repeats, lambda: [_plain_means(img) for img in decoded])
+    # the three implementations agree (to float rounding) before their speeds are compared
+    for img in decoded[:2]:
+        ours = mean_rgb(channel_histograms(img))
+        assert np.allclose(ours, _plain_means(img)) and np.allclose(ours, _bincount_means(img))
+    speedup, share = t_plain / t_ours, t_ours / t_decode
+    rows = [
+        (
+            f"color_shift end to end (decode 2 JPEGs + metric), {n} pairs",
+            f"{n / t_end_to_end:.1f} pairs/s ({1e3 * t_end_to_end / n:.1f} ms/pair)",
+            "",
+        ),
+        ("decoding alone (2 JPEGs)", f"{1e3 * t_decode / n:.1f} ms/pair", ""),
+        ("metric alone: Pillow C histogram (used)", f"{1e3 * t_ours / n:.2f} ms/pair", ""),
+        ("metric alone: np.bincount per channel", f"{1e3 * t_bincount / n:.2f} ms/pair", ""),
+        ("metric alone: plain np.histogram per channel", f"{1e3 * t_plain / n:.2f} ms/pair", ""),
+        (
+            "speed-up over plain np.histogram",
+            f"{speedup:.1f}x",
+            f">= 3x: {'met' if speedup >= 3 else 'NOT met'}",
+        ),
+        (
+            "metric time / decode time",
+            f"{100 * share:.0f}%",
+            f"<= 50%: {'met' if share <= 0.5 else 'NOT met'}",
+        ),
+    ]
+    notes = [f"np.bincount alone is {t_plain / t_bincount:.1f}x the plain np.histogram version."]
+    return rows, notes
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak_rss() -> int:
+    """Reset the peak-RSS mark (Linux: ``5 > /proc/self/clear_refs``) and return the current RSS in bytes."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return 1024 * (_status_kib("VmRSS") or 0)
+    except OSError:  # not Linux: fall back to the (never reset) high-water mark
+        return 1024 * resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _peak_rss() -> int:
+    hwm = _status_kib("VmHWM")
+    return 1024 * (hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def _structure_worker(batch_size: int, paths: list[str], repeats: int) -> dict:
+    """Runs in a fresh process so its peak RSS belongs to this batch size alone."""
+    import torch
+
+    from echo_builder.scoring.structure import DinoStructure, _resized
+
+    scorer = DinoStructure("random:0", batch_size=batch_size)
+    cuda = scorer.device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    base_rss = _reset_peak_rss()  # after the model is loaded: what batches add on top of it
+    scorer.self_similarity(paths[:batch_size])  # warm-up (one-time kernel setup), not timed
+    model_bytes = sum(p.numel() * p.element_size() for p in scorer._model.parameters())
+
+    def run() -> None:
+        scorer.self_similarity(paths)
+        if cuda:
+            torch.cuda.synchronize()
+
+    seconds = best_of(repeats, run)
+    prep_seconds = best_of(repeats, lambda: [_resized(p) for p in paths])
+    peak = torch.cuda.max_memory_allocated() - model_bytes if cuda else _peak_rss() - base_rss
+    return {
+        "images_per_s": len(paths) / seconds,
+        "prep_ms_per_image": 1e3 * prep_seconds / len(paths),
+        "peak_extra_mib": peak / 2**20,
+        "device": str(scorer.device),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+
+
+def bench_structure(
+    args: argparse.Namespace, inputs: list[Path], outputs: list[Path]
+) -> tuple[list[Row], list[str]]:
+    paths = [str(p) for p in (inputs + outputs)[: args.images]]
+    results = {}
+    for batch_size in (1, 16):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bench.metrics",
+                "--structure-worker",
+                str(batch_size),
+                "--repeats",
+                str(args.repeats),
+            ],
+            input=json.dumps(paths),
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=REPO_ROOT,
+        )
+        results[batch_size] = json.loads(done.stdout.strip().splitlines()[-1])
+    one, sixteen = results[1], results[16]
+    ratio = sixteen["images_per_s"] / one["images_per_s"]
+    prep_share = 100 * one["prep_ms_per_image"] / 1e3 * sixteen["images_per_s"]
+    where = f"{one['device']}, {one['threads']} torch threads, torch {one['torch']}"
+    rows = [
+        (
+            f"structure_distance images/s, batch 1 ({where})",
+            f"{one['images_per_s']:.1f} (1.0x)",
+            "",
+        ),
+        (
+            "structure_distance images/s, batch 16",
+            f"{sixteen['images_per_s']:.1f} ({ratio:.2f}x batch 1)",
+            "",
+        ),
+        (
+            "of which decode + resize to 224x224 (one thread)",
+            f"{one['prep_ms_per_image']:.1f} ms/image ({prep_share:.0f}% of the batch-16 time)",
+            "",
+        ),
+        ("peak memory added per batch, batch 1", f"{one['peak_extra_mib']:.0f} MiB", ""),
+        ("peak memory added per batch, batch 16", f"{sixteen['peak_extra_mib']:.0f} MiB", ""),
+    ]
+    notes = [
+        f"structure_distance: {len(paths)} JPEGs of 1024x1536 through decode, bicubic resize to 224x224 and the "
+        "ViT-S/16 forward; seeded random weights (same cost as the real ones). Memory: peak RSS over the RSS "
+        "with the model loaded, in a fresh process per batch size (CPU), or CUDA peak allocation minus the "
+        "weights."
+    ]
+    return rows, notes
+
+
+# --- Sections ---------------------------------------------------------------------------------------------------
+# Each section is fn(args, inputs, outputs) -> (rows, notes), run in this order over the same temp JPEG pairs
+# (at least max(--pairs, --images / 2) of them; a section takes the slice it needs).
+# FACE IDENTITY: the face-identity benchmark (echo_builder/scoring/faces*.py) goes here as `bench_faces`,
+# appended to SECTIONS and named "faces" in --only.
+SECTIONS: dict[str, Callable[[argparse.Namespace, list[Path], list[Path]], tuple[list[Row], list[str]]]] = {
+    "color": bench_color,
+    "structure": bench_structure,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--pairs", type=int, default=24, help="input/output JPEG pairs for color_shift")
+    parser.add_argument("--images", type=int, default=32, help="images for structure_distance")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated of {list(SECTIONS)}")
+    parser.add_argument("--append", action="store_true", help="append the table to bench/RESULTS.md")
+    parser.add_argument("--structure-worker", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.structure_worker:
+        print(
+            json.dumps(_structure_worker(args.structure_worker, json.loads(sys.stdin.read()), args.repeats))
+        )
+        return
+    chosen = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = sorted(set(chosen) - set(SECTIONS))
+    if unknown:
+        parser.error(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
+
+    rows: list[Row] = []
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="echo-bench-metrics-") as tmp:
+        n_pairs = max(args.pairs, (args.images + 1) // 2)
+        inputs, outputs, origin = make_jpegs(Path(tmp), n_pairs)
+        for name in chosen:
+            section_rows, section_notes = SECTIONS[name](args, inputs, outputs)
+            rows += section_rows
+            notes += section_notes
+    lines = ["| measure | value | target |", "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    print("\n".join(lines))
+    for note in notes:
+        print(f"- {note}")
+    if args.append:
+        machine = (
+            f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
+            f"numpy {np.__version__}, Pillow {Image.__version__}"
+        )
+        intro = (
+            f"1024x1536 JPEG pairs (quality 90) made from {origin}; best of {args.repeats} runs; {machine}."
+        )
+        section = (
+            f"\n{HEADING}, {dt.date.today().isoformat()}\n\n{intro}\n\n"
+            + "\n".join(lines)
+            + "\n\nNotes:\n"
+            + "\n".join(f"- {note}" for note in notes)
+            + "\n"
+        )
+        text = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n"
+        RESULTS.write_text(text.rstrip("\n") + "\n" + section, encoding="utf-8")
+        print(f"appended to {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Source adapters: platform exports -> :class:`~echo_builder.records.Post` (the ``collect`` stage of Flow 1).
+
+One adapter per input format, each in its own module and registered by name:
+
+- ``x_api``: X API v2 responses (``data`` + ``includes``), :mod:`echo_builder.sources.x_api`
+- ``x_graphql``: X web GraphQL responses (conversations, searches, timelines), :mod:`echo_builder.sources.x_graphql`
+- ``reddit``: Reddit NDJSON dumps and API listings, :mod:`echo_builder.sources.reddit`
+- ``bluesky``: Bluesky ``getPostThread`` threads (and post lists, feeds), :mod:`echo_builder.sources.bluesky`
+- ``collection``: community prompt collections (``cases/<n>/case.yml``), :mod:`echo_builder.sources.collection`
+- ``jsonl``: JSON Lines of ``Post`` (this package's own format), :mod:`echo_builder.sources.jsonl`
+
+Typical use::
+
+    from echo_builder.sources import read_posts
+    report = read_posts(["exports/x", "exports/reddit_comments.ndjson"])
+    report.posts      # each post once, deterministic order
+    report.problems   # RecordProblem(file, location, reason, level) for skipped records and notes
+    print(report.summary())
+
+Formats are detected from the content (the first record of a file; a folder with ``cases/`` is a collection);
+``format=`` forces one. Bad records never raise: they are reported and skipped. A new format is one module with
+a :class:`SourceAdapter` subclass decorated with :func:`register_source`, imported here.
+"""
+
+from echo_builder.sources.base import (
+    Document,
+    FileContext,
+    RecordProblem,
+    SourceAdapter,
+    SourceInfo,
+    get_source,
+    list_sources,
+    register_source,
+)
+
+# Built-in adapters register themselves on import; the order is the auto-detection order.
+from echo_builder.sources.jsonl import JsonlSource, write_jsonl  # isort: skip
+from echo_builder.sources.x_api import XApiSource  # isort: skip
+from echo_builder.sources.x_graphql import XGraphqlSource  # isort: skip
+from echo_builder.sources.reddit import RedditSource  # isort: skip
+from echo_builder.sources.bluesky import BlueskySource  # isort: skip
+from echo_builder.sources.collection import CollectionSource  # isort: skip
+from echo_builder.sources.reader import (  # isort: skip
+    FileSummary,
+    SourceReport,
+    detect_format,
+    read_posts,
+)
+
+__all__ = [
+    "BlueskySource",
+    "CollectionSource",
+    "Document",
+    "FileContext",
+    "FileSummary",
+    "JsonlSource",
+    "RecordProblem",
+    "RedditSource",
+    "SourceAdapter",
+    "SourceInfo",
+    "SourceReport",
+    "XApiSource",
+    "XGraphqlSource",
+    "detect_format",
+    "get_source",
+    "list_sources",
+    "read_posts",
+    "register_source",
+    "write_jsonl",
+]

@@ -1,0 +1,470 @@
+"""Shared pieces of the source adapters: the problem record, the adapter interface, the registry and helpers.
+
+An adapter turns one input format into :class:`~echo_builder.records.Post` records. It never raises on bad data:
+it yields a :class:`RecordProblem` for each record it cannot read and goes on with the next one. Files are opened,
+decoded and parsed by :mod:`echo_builder.sources.reader`, which hands each adapter already-parsed JSON
+:class:`Document` values (one per file, or one per line of a JSON Lines file); the collection adapter reads a
+folder instead.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import TypeAdapter, ValidationError
+
+from echo_builder.errors import ConfigError, RecordError
+from echo_builder.records import MediaRef, Post
+
+__all__ = [
+    "BadRecord",
+    "Document",
+    "FileContext",
+    "Item",
+    "RecordProblem",
+    "SourceAdapter",
+    "SourceInfo",
+    "as_count",
+    "as_str",
+    "build_post",
+    "counts",
+    "format_path",
+    "get_dict",
+    "get_list",
+    "get_source",
+    "guarded",
+    "join_location",
+    "list_sources",
+    "make_media",
+    "parse_timestamp",
+    "positive_int",
+    "register_source",
+    "registered_sources",
+    "unescape_entities",
+    "validation_summary",
+]
+
+ProblemLevel = Literal["error", "note"]
+
+
+@dataclass(frozen=True)
+class RecordProblem:
+    """Something in the input that could not be read as given.
+
+    Attributes:
+        file: the file (or collection folder) as it was passed or found.
+        location: where in it: ``"line 7"`` (JSON Lines), a JSON path such as ``"data[3]"`` or
+            ``"line 2: includes.tweets[0]"``, a case folder such as ``"cases/12"``; ``None`` for the whole file.
+        reason: what was expected and what was found.
+        level: ``"error"`` when a record (or the whole file) was skipped; ``"note"`` when data was kept or an
+            expected non-post was passed over (a deleted parent, a retweet wrapper, a post replying to itself).
+    """
+
+    file: str
+    location: str | None
+    reason: str
+    level: ProblemLevel = "error"
+
+    def __str__(self) -> str:
+        where = self.file if self.location is None else f"{self.file}: {self.location}"
+        return f"{where}: {self.level}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Document:
+    """One parsed JSON value handed to an adapter.
+
+    Attributes:
+        location: ``""`` for a whole ``.json`` file, ``"line N"`` for a line of a JSON Lines file.
+        value: the parsed value (dict, list, str, number, bool or None); ``None`` without parsing for adapters
+            that set ``reads_line_text``.
+        text: the line's text for JSON Lines input, else ``None``.
+    """
+
+    location: str
+    value: Any
+    text: str | None = None
+
+
+@dataclass
+class FileContext:
+    """What an adapter knows about the file being read.
+
+    Attributes:
+        file: the file or folder name used in problems.
+        path: its path.
+        keep_raw: store the source object in ``Post.raw`` (``False`` saves memory on large exports).
+    """
+
+    file: str
+    path: Path
+    keep_raw: bool = True
+
+    def problem(self, location: str | None, reason: str, level: ProblemLevel = "error") -> RecordProblem:
+        """A :class:`RecordProblem` for this file."""
+        return RecordProblem(self.file, location, reason, level)
+
+
+class BadRecord(Exception):
+    """Raised inside an adapter when a record does not have the expected shape; becomes a RecordProblem."""
+
+
+Item = Post | RecordProblem
+
+
+class SourceAdapter(ABC):  # noqa: B024 - subclasses override one of two entry points
+    """One input format -> :class:`Post` records.
+
+    Subclasses set ``name`` and ``description``, and implement either :meth:`sniff` plus
+    :meth:`parse_document` (JSON / JSON Lines formats) or, with ``reads_folders = True``, :meth:`sniff_folder`
+    plus :meth:`read_folder`. Both entry points yield posts and :class:`RecordProblem` values in a deterministic
+    order and never raise on bad data.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    reads_folders: ClassVar[bool] = False
+    #: JSON Lines input is handed over as unparsed line text (``Document.value`` is ``None``); the adapter parses
+    #: and reports bad lines itself. Used by ``jsonl``, which validates each line straight from its JSON text.
+    reads_line_text: ClassVar[bool] = False
+
+    def sniff(self, value: Any) -> bool:
+        """Whether ``value`` (the first JSON value of a file) looks like this format."""
+        return False
+
+    def sniff_folder(self, folder: Path) -> bool:
+        """Whether ``folder`` is an input of this format (folder formats only)."""
+        return False
+
+    def parse_documents(self, documents: Iterable[Document], ctx: FileContext) -> Iterator[Item]:
+        """Posts and problems of a whole file; by default :meth:`parse_document` on each document in turn."""
+        for document in documents:
+            yield from self.parse_document(document, ctx)
+
+    def parse_document(self, document: Document, ctx: FileContext) -> Iterator[Item]:
+        """Posts and problems of one parsed JSON value."""
+        raise NotImplementedError(f"source {self.name!r} does not read JSON documents")
+
+    def read_folder(self, folder: Path, ctx: FileContext) -> Iterator[Item]:
+        """Posts and problems of a folder input (folder formats only)."""
+        raise NotImplementedError(f"source {self.name!r} does not read folders")
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """What ``list_sources()`` shows for one registered adapter."""
+
+    name: str
+    description: str
+    reads_folders: bool
+
+
+_REGISTRY: dict[str, SourceAdapter] = {}
+
+
+def register_source(cls: type[SourceAdapter]) -> type[SourceAdapter]:
+    """Class decorator: register an adapter under ``cls.name``.
+
+    Auto-detection asks registered adapters in registration order and takes the first that claims a file.
+    Raises :class:`ConfigError` when the name is empty or already taken by another class.
+    """
+    if not cls.name:
+        raise ConfigError(f"{cls.__qualname__} has no `name`; set the class attribute before registering")
+    existing = _REGISTRY.get(cls.name)
+    if existing is not None and type(existing).__qualname__ != cls.__qualname__:
+        raise ConfigError(
+            f"a source named {cls.name!r} is already registered ({type(existing).__qualname__})"
+        )
+    _REGISTRY[cls.name] = cls()
+    return cls
+
+
+def get_source(name: str) -> SourceAdapter:
+    """The adapter registered as ``name``; raises :class:`ConfigError` listing the known names otherwise."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown source format {name!r}; registered formats: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+
+
+def registered_sources() -> list[SourceAdapter]:
+    """Registered adapters in registration (= detection) order."""
+    return list(_REGISTRY.values())
+
+
+def list_sources() -> list[SourceInfo]:
+    """Every registered adapter, sorted by name."""
+    return [
+        SourceInfo(a.name, a.description, a.reads_folders)
+        for _, a in sorted(_REGISTRY.items(), key=lambda kv: kv[0])
+    ]
+
+
+# --------------------------------------------------------------------------------------------------- helpers
+
+
+def format_path(path: Iterable[str | int]) -> str:
+    """JSON path text for a sequence of keys and indices: ``("data", 3, "id")`` -> ``"data[3].id"``."""
+    out: list[str] = []
+    for key in path:
+        if isinstance(key, int):
+            out.append(f"[{key}]")
+        else:
+            out.append(f".{key}" if out else str(key))
+    return "".join(out)
+
+
+def join_location(prefix: str, path: str) -> str:
+    """``"line 3"`` + ``"data[1]"`` -> ``"line 3: data[1]"``; an empty part is left out."""
+    if prefix and path:
+        return f"{prefix}: {path}"
+    return prefix or path or "(top level)"
+
+
+def unescape_entities(text: str) -> str:
+    """Undo the HTML escaping X and Reddit apply to post text: ``&lt;``, ``&gt;`` and ``&amp;`` only.
+
+    Other entities (``&#39;``, ``&quot;``) are not produced by these platforms and are left as typed; ``&amp;`` is
+    replaced last so a literal ``&lt;`` typed by a user (sent as ``&amp;lt;``) comes back as ``&lt;``.
+    """
+    if "&" not in text:
+        return text
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+_DATETIME = TypeAdapter(datetime)
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1
+    )
+}
+
+
+def _twitter_time(text: str) -> datetime | None:
+    """X's legacy format ``"Thu Apr 20 23:21:13 +0000 2023"`` (locale-independent), or ``None``."""
+    parts = text.split()
+    if len(parts) != 6 or parts[1] not in _MONTHS:
+        return None
+    _, month, day, clock, offset, year = parts
+    try:
+        hh, mm, ss = (int(x) for x in clock.split(":"))
+        sign = -1 if offset.startswith("-") else 1
+        off = timedelta(hours=int(offset[1:3]), minutes=int(offset[3:5])) * sign
+        return datetime(int(year), _MONTHS[month], int(day), hh, mm, ss, tzinfo=timezone(off)).astimezone(
+            timezone.utc
+        )
+    except (ValueError, IndexError):
+        return None
+
+
+def parse_timestamp(value: Any, what: str = "timestamp") -> datetime | None:
+    """A UTC-aware datetime from an ISO 8601 string (``Z`` or offset; naive means UTC), X's legacy
+    ``"Thu Apr 20 23:21:13 +0000 2023"`` format, or Unix seconds (int, float or digit string).
+
+    ``None`` and ``""`` give ``None``. Raises :class:`BadRecord` for anything else.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise BadRecord(f"{what} must be a date string or Unix seconds, got {value!r}")
+    seconds: float | None = None
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        stripped = value.strip()
+        try:
+            seconds = float(stripped) if stripped.replace(".", "", 1).isdigit() else None
+        except ValueError:
+            seconds = None
+        if seconds is None:
+            legacy = _twitter_time(stripped)
+            if legacy is not None:
+                return legacy
+            try:
+                parsed = _DATETIME.validate_python(stripped)
+            except ValidationError:
+                raise BadRecord(f"{what} {value!r} is not an ISO 8601 date or Unix seconds") from None
+            return (
+                parsed.replace(tzinfo=timezone.utc)
+                if parsed.tzinfo is None
+                else parsed.astimezone(timezone.utc)
+            )
+    else:
+        raise BadRecord(f"{what} must be a date string or Unix seconds, got {type(value).__name__}")
+    if not math.isfinite(seconds):
+        raise BadRecord(f"{what} {value!r} is not a finite number of seconds")
+    try:
+        return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise BadRecord(f"{what} {value!r} is out of range for a date") from None
+
+
+def as_str(value: Any, what: str, *, required: bool = False) -> str | None:
+    """``value`` as a string id or text: str as is, int converted; ``None``/empty -> ``None`` (or BadRecord if required)."""
+    if value is None or value == "":
+        if required:
+            raise BadRecord(f"missing {what}")
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise BadRecord(f"{what} must be a string, got {type(value).__name__} {_preview(value)}")
+    return str(value)
+
+
+def as_count(value: Any, what: str) -> int | None:
+    """A non-negative count from an int or a digit string (X sends view counts as strings); ``None`` if absent."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise BadRecord(f"{what} must be a count, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())
+    raise BadRecord(f"{what} must be a count, got {_preview(value)}")
+
+
+def counts(pairs: Iterable[tuple[str, Any, str]]) -> dict[str, int]:
+    """Engagement dict from ``(key, value, source field name)`` triples; absent values are left out."""
+    out: dict[str, int] = {}
+    for key, value, source in pairs:
+        n = as_count(value, source)
+        if n is not None:
+            out[key] = n
+    return out
+
+
+def _preview(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def build_post(
+    ctx: FileContext, location: str, raw: Any, *, always_raw: bool = False, **fields: Any
+) -> Iterator[Item]:
+    """Yield a validated :class:`Post` (or the problem that prevents it).
+
+    ``raw`` is stored only when ``ctx.keep_raw`` (or ``always_raw``: for sources whose ``raw`` carries data later
+    stages need, such as a collection's ``needs_input_image``); when only the raw object fails validation (nested
+    deeper than pydantic's limit, a NaN, a non-string key) the post is kept without it and a note says so.
+    """
+    keep = ctx.keep_raw or always_raw
+    try:
+        yield Post(**fields, raw=raw if keep else None)
+        return
+    except ValidationError as exc:
+        errors = exc.errors()
+        if not (keep and raw is not None and errors and all(e["loc"][:1] == ("raw",) for e in errors)):
+            yield ctx.problem(location, f"invalid post: {validation_summary(exc)}")
+            return
+    try:
+        post = Post(**fields, raw=None)
+    except ValidationError as exc:  # pragma: no cover - the same fields validated above apart from raw
+        yield ctx.problem(location, f"invalid post: {validation_summary(exc)}")
+        return
+    yield ctx.problem(
+        location,
+        "raw source object is not storable as JSON (too deep or invalid); kept the post without it",
+        "note",
+    )
+    yield post
+
+
+def validation_summary(exc: ValidationError) -> str:
+    """The first three errors of a pydantic ``ValidationError`` as ``field: message`` text."""
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err["loc"][:4])
+        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
+    more = len(exc.errors()) - 3
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+def guarded(ctx: FileContext, location: str, make: Callable[[], Iterable[Item]]) -> Iterator[Item]:
+    """Run ``make()`` and pass its items on; a malformed record becomes one problem at ``location``.
+
+    Catches :class:`BadRecord`, :class:`RecordError` and the errors that wrongly shaped JSON causes in plain
+    Python access (``KeyError``, ``TypeError``, ``AttributeError``, ``ValueError``, ``RecursionError``).
+    """
+    try:
+        items = list(make())
+    except BadRecord as exc:
+        yield ctx.problem(location, str(exc))
+        return
+    except RecordError as exc:
+        yield ctx.problem(location, str(exc))
+        return
+    except RecursionError:
+        yield ctx.problem(location, "record nested too deeply to read")
+        return
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        yield ctx.problem(location, f"unexpected record shape ({type(exc).__name__}: {exc})")
+        return
+    yield from items
+
+
+def get_dict(obj: Any, key: str) -> dict[str, Any]:
+    """``obj[key]`` when both are dicts, else ``{}`` (absent optional objects)."""
+    if isinstance(obj, dict):
+        value = obj.get(key)
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def get_list(obj: Any, key: str) -> list[Any]:
+    """``obj[key]`` when it is a list, else ``[]``."""
+    if isinstance(obj, dict):
+        value = obj.get(key)
+        if isinstance(value, list):
+            return value
+    return []
+
+
+def positive_int(value: Any) -> int | None:
+    """A pixel size: a positive int (or integral float/digit string), else ``None`` (sizes are optional)."""
+    try:
+        n = as_count(value, "size")
+    except BadRecord:
+        return None
+    return n if n is not None and n >= 1 else None
+
+
+_MEDIA_TYPES = frozenset({"photo", "video", "animated_gif", "image"})
+
+
+def make_media(
+    *,
+    url: Any = None,
+    media_id: Any = None,
+    type: Any = "image",
+    alt_text: Any = None,
+    width: Any = None,
+    height: Any = None,
+    path: str | None = None,
+) -> MediaRef:
+    """A :class:`MediaRef` from loosely typed platform fields.
+
+    Strings are kept as given (empty -> ``None``); a type outside ``photo``/``video``/``animated_gif`` becomes
+    the generic ``image``; sizes that are not positive integers are dropped (they are optional and re-measured
+    after download). Raises :class:`BadRecord` when an id or URL is not a string.
+    """
+    return MediaRef(
+        url=as_str(url, "media url"),
+        media_id=as_str(media_id, "media id"),
+        type=type if type in _MEDIA_TYPES else "image",
+        alt_text=alt_text if isinstance(alt_text, str) and alt_text else None,
+        width=positive_int(width),
+        height=positive_int(height),
+        path=path,
+    )

@@ -1,0 +1,446 @@
+"""Reading exports into posts: files and folders in, :class:`SourceReport` out.
+
+:func:`read_posts` is the entry point of the ``collect`` stage (Flow 1 in ``spec/ECHO.md``). It expands folders,
+decodes and parses each file once, picks the adapter (``format=`` or auto-detection), collects the posts and the
+problems, drops repeated post ids (the first occurrence wins) and flags posts that reply to themselves.
+
+File handling:
+
+- ``.json``: one JSON value (a file that turns out to hold several values, one per line, is read as JSON Lines);
+  ``.jsonl`` / ``.ndjson``: one JSON value per line (blank lines ignored, ``\\r\\n`` accepted), parsed one
+  at a time as the adapter reads; any other extension given explicitly: read as ``.json``. A leading UTF-8
+  byte-order mark is ignored. The whole file is decoded in memory first (so an encoding error is one problem for
+  the file): decompress ``.zst``/``.gz`` dumps and split very large ones before reading.
+- A folder is an input of a folder format when an adapter claims it (a prompt collection has ``cases/``);
+  otherwise its ``.json``/``.jsonl``/``.ndjson`` files are read in sorted order, descending into subfolders
+  (hidden entries and symlinked folders are skipped; other files are listed in ``skipped_files``).
+- A whole file that cannot be read (missing, empty, not UTF-8, truncated or invalid JSON, nested too deeply for
+  the parser, unknown format) is one :class:`RecordProblem` with ``location=None``; the other files still load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from echo_builder.errors import RecordError
+from echo_builder.records import Post
+from echo_builder.sources.base import (
+    Document,
+    FileContext,
+    RecordProblem,
+    SourceAdapter,
+    get_source,
+    registered_sources,
+)
+
+__all__ = ["FileSummary", "SourceReport", "detect_format", "read_posts"]
+
+LINE_EXTENSIONS = frozenset({".jsonl", ".ndjson"})
+JSON_EXTENSIONS = frozenset({".json"})
+KNOWN_EXTENSIONS = LINE_EXTENSIONS | JSON_EXTENSIONS
+
+
+@dataclass(frozen=True)
+class FileSummary:
+    """Per-input counts: ``posts`` kept (after cross-file de-duplication), ``errors`` (records or the file
+    skipped), ``notes`` and ``duplicates`` (posts dropped because an earlier input had the same id)."""
+
+    path: str
+    format: str | None
+    posts: int
+    errors: int
+    notes: int
+    duplicates: int
+
+
+@dataclass
+class SourceReport:
+    """What :func:`read_posts` found.
+
+    Attributes:
+        posts: every post once, in input order (files in the order given, folders sorted, records in file order).
+        problems: errors (skipped records or files) and notes, in the same order.
+        duplicates: how many posts were dropped because their id was already read.
+        duplicate_ids: id -> number of dropped repeats.
+        files: one :class:`FileSummary` per input file or folder.
+        skipped_files: files inside given folders that were not read (unknown extension).
+    """
+
+    posts: list[Post] = field(default_factory=list)
+    problems: list[RecordProblem] = field(default_factory=list)
+    duplicates: int = 0
+    duplicate_ids: dict[str, int] = field(default_factory=dict)
+    files: list[FileSummary] = field(default_factory=list)
+    skipped_files: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[RecordProblem]:
+        """Problems that made a record or a file be skipped."""
+        return [p for p in self.problems if p.level == "error"]
+
+    @property
+    def notes(self) -> list[RecordProblem]:
+        """Informational problems: data kept as given, or expected non-posts passed over."""
+        return [p for p in self.problems if p.level == "note"]
+
+    def summary(self) -> str:
+        """A Markdown table of the per-file counts and the totals."""
+        rows = ["| input | format | posts | errors | notes | duplicates |", "|---|---|---|---|---|---|"]
+        for f in self.files:
+            rows.append(
+                f"| {f.path} | {f.format or '?'} | {f.posts} | {f.errors} | {f.notes} | {f.duplicates} |"
+            )
+        rows.append(
+            f"| **total** | | {len(self.posts)} | {len(self.errors)} | {len(self.notes)} | {self.duplicates} |"
+        )
+        return "\n".join(rows)
+
+
+class _Unreadable(Exception):
+    pass
+
+
+# ------------------------------------------------------------------------------------------------ loading
+
+
+def _decode(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise _Unreadable(f"cannot read the file ({exc.strerror or exc})") from None
+    if not data.strip():
+        raise _Unreadable("file is empty; expected JSON or JSON Lines")
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise _Unreadable(
+            f"file is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}, line {line}); "
+            "re-encode it as UTF-8"
+        ) from None
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+
+
+def _unclosed(text: str) -> bool:
+    """Whether ``text`` ends inside a string or with brackets still open (a cut-off file)."""
+    outside = _JSON_STRING.sub("", text)
+    if '"' in outside:  # a string that never ends
+        return True
+    return outside.count("[") + outside.count("{") > outside.count("]") + outside.count("}")
+
+
+def _json_error(exc: json.JSONDecodeError, text: str, where: str) -> str:
+    position = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    if exc.pos >= len(text.rstrip()) or _unclosed(text):
+        return f"{where} ends before its JSON value is complete (truncated?): {position}"
+    return f"{where} is not valid JSON: {position}"
+
+
+_TOO_DEEP = "JSON nested deeper than the parser allows (about 1,000 levels); not a plausible export"
+
+
+def _whole(text: str) -> Document | None:
+    """The file as one JSON value; ``None`` when it holds several values (then it is JSON Lines)."""
+    try:
+        return Document("", json.loads(text))
+    except RecursionError:
+        raise _Unreadable(_TOO_DEEP) from None
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data" and "\n" in text[: exc.pos + 1]:
+            return None
+        raise _Unreadable(_json_error(exc, text, "file")) from None
+
+
+def _parse_line(file: str, number: int, line: str) -> Document | RecordProblem:
+    location = f"line {number}"
+    try:
+        return Document(location, json.loads(line), line)
+    except RecursionError:
+        return RecordProblem(file, location, _TOO_DEEP)
+    except json.JSONDecodeError as exc:
+        return RecordProblem(file, location, f"not valid JSON: {exc.msg} at column {exc.colno}")
+
+
+@dataclass
+class _Loaded:
+    """A decoded file: one whole JSON ``document``, or the non-blank ``lines`` of a JSON Lines file (parsed
+    one at a time while reading, so a large dump never holds every parsed line at once); ``first`` is the first
+    value that parses, used to detect the format."""
+
+    document: Document | None
+    lines: list[tuple[int, str]]
+    first: Any
+
+
+def _load(path: Path) -> _Loaded:
+    text = _decode(path)
+    if path.suffix.lower() not in LINE_EXTENSIONS:
+        document = _whole(text)
+        if document is not None:
+            return _Loaded(document, [], document.value)
+    # split on "\n" only: U+2028 and other Unicode line breaks may appear unescaped inside JSON strings
+    lines = [(n, stripped) for n, line in enumerate(text.split("\n"), start=1) if (stripped := line.strip())]
+    del text
+    first_problem = None
+    for number, line in lines:
+        parsed = _parse_line(str(path), number, line)
+        if isinstance(parsed, Document):
+            return _Loaded(None, lines, parsed.value)
+        first_problem = first_problem or parsed
+    assert first_problem is not None  # the file is not blank, so there is a line
+    raise _Unreadable(
+        f"no line of this JSON Lines file could be parsed (first, {first_problem.location}: "
+        f"{first_problem.reason})"
+    )
+
+
+def _sniff(value: Any) -> str | None:
+    for adapter in registered_sources():
+        if adapter.reads_folders:
+            continue
+        try:
+            if adapter.sniff(value):
+                return adapter.name
+        except (RecursionError, TypeError, AttributeError, KeyError, ValueError):
+            continue
+    return None
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, dict):
+        keys = sorted(str(k) for k in value)[:8]
+        return f"an object with keys {keys}"
+    if isinstance(value, list):
+        return f"a list of {len(value)} items"
+    return f"a JSON {type(value).__name__}"
+
+
+def _folder_format(folder: Path) -> str | None:
+    for adapter in registered_sources():
+        if adapter.reads_folders and adapter.sniff_folder(folder):
+            return adapter.name
+    return None
+
+
+def _format_of(first: Any) -> str:
+    name = _sniff(first)
+    if name is None:
+        formats = ", ".join(a.name for a in registered_sources() if not a.reads_folders)
+        raise _Unreadable(
+            f"unknown format: the first record is {_describe(first)}, which matches none of "
+            f"{formats}; pass format=... to choose one"
+        )
+    return name
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """The registered format name that ``path`` (a file or a folder) would be read with.
+
+    Files are decoded and parsed; the first record decides. Raises :class:`RecordError` when the file cannot be
+    read or no adapter recognises it, with the reason.
+    """
+    p = Path(path)
+    if p.is_dir():
+        name = _folder_format(p)
+        if name is None:
+            raise RecordError(
+                f"{path}: folder is not an input of any folder format (a collection needs cases/)"
+            )
+        return name
+    try:
+        return _format_of(_load(p).first)
+    except _Unreadable as exc:
+        raise RecordError(f"{path}: {exc}") from None
+
+
+# ------------------------------------------------------------------------------------------------ reading
+
+
+@dataclass
+class _Unit:
+    path: Path
+    label: str
+    folder: bool
+
+
+def _walk(folder: Path) -> Iterator[tuple[Path, bool] | str]:
+    """Files to read (``(path, False)``), folder inputs (``(path, True)``) and skipped file names, in sorted
+    depth-first order."""
+    stack: list[Iterator[os.DirEntry[str]]] = [iter(sorted(os.scandir(folder), key=lambda e: e.name))]
+    while stack:
+        entry = next(stack[-1], None)
+        if entry is None:
+            stack.pop()
+            continue
+        if entry.name.startswith("."):
+            continue
+        path = Path(entry.path)
+        if entry.is_dir(follow_symlinks=False):
+            if _folder_format(path) is not None:
+                yield (path, True)
+            else:
+                try:
+                    stack.append(iter(sorted(os.scandir(path), key=lambda e: e.name)))
+                except OSError:
+                    yield str(path)
+        elif entry.is_file() and path.suffix.lower() in KNOWN_EXTENSIONS:
+            yield (path, False)
+        else:
+            yield str(path)
+
+
+def _as_paths(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+) -> list[str | os.PathLike[str]]:
+    if isinstance(paths, (str, os.PathLike)):
+        return [paths]
+    return list(paths)
+
+
+def _read_unit(unit: _Unit, fmt: str | None, keep_raw: bool) -> tuple[str | None, list[Post | RecordProblem]]:
+    """Posts and problems of one file or folder input, and the format used (``None`` when none was found)."""
+    ctx = FileContext(unit.label, unit.path, keep_raw)
+    items: list[Post | RecordProblem] = []
+    name = fmt
+    try:
+        if unit.folder:
+            name = fmt or _folder_format(unit.path)
+            if name is None:
+                raise _Unreadable("folder is not an input of any folder format (a collection needs cases/)")
+            adapter: SourceAdapter = get_source(name)
+            if not adapter.reads_folders:
+                raise _Unreadable(f"format {name!r} reads files, not folders")
+            for item in adapter.read_folder(unit.path, ctx):
+                items.append(item)
+            return name, items
+        loaded = _load(unit.path)
+        name = fmt or _format_of(loaded.first)
+        adapter = get_source(name)
+        if adapter.reads_folders:
+            raise _Unreadable(f"format {name!r} reads folders, not files")
+        lines = deque(loaded.lines)  # consumed from the front: each line is freed once read
+        del loaded.lines[:]
+
+        def docs() -> Iterator[Document]:
+            if loaded.document is not None:
+                yield loaded.document
+            while lines:
+                number, line = lines.popleft()
+                if adapter.reads_line_text:  # the adapter parses and validates the text itself
+                    yield Document(f"line {number}", None, line)
+                    continue
+                parsed = _parse_line(unit.label, number, line)
+                if isinstance(parsed, RecordProblem):  # an unparseable line, kept in file order
+                    items.append(parsed)
+                else:
+                    yield parsed
+
+        for item in adapter.parse_documents(docs(), ctx):
+            items.append(item)
+        return name, items
+    except _Unreadable as exc:
+        return name, [*items, ctx.problem(None, str(exc))]
+    except RecursionError:
+        return name, [*items, ctx.problem(None, "input nested too deeply to read")]
+    except Exception as exc:  # an adapter bug must not lose the other files; the problem names it
+        reason = f"reading stopped by an unexpected {type(exc).__name__}: {exc}"
+        return name, [*items, ctx.problem(None, reason)]
+
+
+def read_posts(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    format: str | None = None,
+    keep_raw: bool = True,
+) -> SourceReport:
+    """Read posts from export files and folders.
+
+    Args:
+        paths: one path or several; each a file or a folder (see the module docstring). Order is kept.
+        format: a registered source name (``x_api``, ``x_graphql``, ``reddit``, ``bluesky``, ``collection``,
+            ``jsonl``) to use for every input instead of auto-detection.
+        keep_raw: store each source object in ``Post.raw`` (``False`` saves memory).
+
+    Returns:
+        A :class:`SourceReport`: each post id once (the first occurrence wins, later ones are counted in
+        ``duplicates``), problems with file and location, per-file counts. A post whose ``reply_to_id`` is its
+        own id is kept as given, with a note (the threads stage treats it as a root).
+
+    Raises:
+        ConfigError: ``format`` is not a registered source name. Bad data never raises; it is reported.
+    """
+    if format is not None:
+        get_source(format)
+    report = SourceReport()
+    seen: set[str] = set()
+    units: list[_Unit] = []
+    for given in _as_paths(paths):
+        path = Path(given)
+        label = str(given)
+        if path.is_dir():
+            found_fmt = _folder_format(path)
+            if (format and get_source(format).reads_folders) or (format is None and found_fmt):
+                units.append(_Unit(path, label, True))
+                continue
+            if found_fmt:  # a file format forced on a folder input
+                reason = f"format {format!r} reads files, but this folder is a {found_fmt!r} input"
+                report.problems.append(RecordProblem(label, None, reason))
+                report.files.append(FileSummary(label, format, 0, 1, 0, 0))
+                continue
+            try:
+                for found in _walk(path):
+                    if isinstance(found, str):
+                        report.skipped_files.append(found)
+                    else:
+                        units.append(_Unit(found[0], str(found[0]), found[1]))
+            except OSError as exc:
+                report.problems.append(
+                    RecordProblem(label, None, f"cannot list the folder ({exc.strerror or exc})")
+                )
+                report.files.append(FileSummary(label, format, 0, 1, 0, 0))
+        elif path.exists():
+            units.append(_Unit(path, label, False))
+        else:
+            report.problems.append(RecordProblem(label, None, "no such file or folder"))
+            report.files.append(FileSummary(label, format, 0, 1, 0, 0))
+    for unit in units:
+        name, items = _read_unit(unit, format, keep_raw)
+        kept = errors = notes = dups = 0
+        for item in items:
+            if isinstance(item, RecordProblem):
+                report.problems.append(item)
+                errors += item.level == "error"
+                notes += item.level == "note"
+                continue
+            if item.id in seen:
+                dups += 1
+                report.duplicate_ids[item.id] = report.duplicate_ids.get(item.id, 0) + 1
+                continue
+            seen.add(item.id)
+            if item.reply_to_id is not None and item.reply_to_id == item.id:
+                report.problems.append(
+                    RecordProblem(
+                        unit.label,
+                        item.id,
+                        "post replies to itself (reply_to_id == id); kept as given, the threads stage treats "
+                        "it as a root",
+                        "note",
+                    )
+                )
+                notes += 1
+            report.posts.append(item)
+            kept += 1
+        report.duplicates += dups
+        report.files.append(FileSummary(unit.label, name, kept, errors, notes, dups))
+    return report
