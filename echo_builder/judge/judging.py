@@ -153,32 +153,50 @@ class Judge:
             return f"unreadable output: {exc}"
 
     # -- single-answer grading ---------------------------------------------------------------------------------------
-    async def asingle(self, items: Sequence[JudgeItem], *, progress: str | None = None) -> list[Verdict]:
-        """Rate each output 1-10 (ECHO's single-answer grading). One :class:`Verdict` per item, in order."""
+    async def asingle(
+        self,
+        items: Sequence[JudgeItem],
+        *,
+        progress: str | None = None,
+        template: JudgePrompt = SINGLE,
+        criterion: str = "overall",
+    ) -> list[Verdict]:
+        """Rate each output 1-10 (ECHO's single-answer grading). One :class:`Verdict` per item, in order.
+
+        ``template``/``criterion`` select another rating protocol with the same ``[[N]]`` answer, e.g.
+        :data:`~echo_builder.judge.prompts.TEXT_RENDERING`.
+        """
         self._prepared.clear()
         verdicts: list[Verdict | None] = [None] * len(items)
         requests: list[CallRequest] = []
         slots: list[int] = []
         for i, item in enumerate(items):
             output = self._output_part(item)
-            base = {**self._base(item, SINGLE, "single"), "model": item.model}
+            base = {**self._base(item, template, "single"), "model": item.model, "criterion": criterion}
             if isinstance(output, str):
                 verdicts[i] = Verdict(**base, status="missing_output", error=output)
                 continue
             try:
-                messages = self._messages(SINGLE, item, [output])
+                messages = self._messages(template, item, [output])
             except ImageError as exc:
                 verdicts[i] = Verdict(**base, status="error", error=f"input image: {exc}")
                 continue
             requests.append(
-                CallRequest(messages, self.params, stage="judge-single", prompt_version=SINGLE.version)
+                CallRequest(
+                    messages, self.params, stage=f"judge-{template.name}", prompt_version=template.version
+                )
             )
             slots.append(i)
         results = await self.caller.acall_many(requests, progress=progress)
         finished = await self._parse_with_reask(results, parse_rating, _RATING_REASK, progress)
         for i, (result, parsed) in zip(slots, finished, strict=True):
             item = items[i]
-            base = {**self._base(item, SINGLE, "single"), "model": item.model, **self._usage(result)}
+            base = {
+                **self._base(item, template, "single"),
+                "model": item.model,
+                "criterion": criterion,
+                **self._usage(result),
+            }
             verdicts[i] = self._rating_verdict(base, result, parsed)
         return [v for v in verdicts if v is not None]
 
@@ -206,9 +224,16 @@ class Judge:
             return Verdict(**base, rating=float(parsed.rating), raw_text=result.reply.text)
         return Verdict(**base, status=parsed.status, raw_text=result.reply.text, error=parsed.reason)
 
-    def single(self, items: Sequence[JudgeItem], *, progress: str | None = None) -> list[Verdict]:
+    def single(
+        self,
+        items: Sequence[JudgeItem],
+        *,
+        progress: str | None = None,
+        template: JudgePrompt = SINGLE,
+        criterion: str = "overall",
+    ) -> list[Verdict]:
         """Synchronous :meth:`asingle`."""
-        return run_sync(self.asingle(items, progress=progress))
+        return run_sync(self.asingle(items, progress=progress, template=template, criterion=criterion))
 
     # -- pairwise grading -----------------------------------------------------------------------------------------------
     async def apairwise(

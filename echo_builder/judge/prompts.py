@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PAIRWISE", "PROBABILITY_DIGITS", "PROBABILITY_TRIG", "SINGLE", "JudgePrompt"]
+__all__ = ["PAIRWISE", "PROBABILITY_DIGITS", "PROBABILITY_TRIG", "SINGLE", "TEXT_RENDERING", "JudgePrompt"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,24 @@ PROBABILITY_TRIG = JudgePrompt(
     user=(
         "User prompt:\n<prompt>\n{prompt}\n</prompt>\n\n{inputs_note}" + _CRITERIA + "\nIs the output Good, "
         "Medium or Bad? Answer with one word.\nAnswer:"
+    ),
+)
+
+
+TEXT_RENDERING = JudgePrompt(
+    name="text-rendering",
+    version="echo-text-v1",
+    system=(
+        "You are a meticulous proofreader of text rendered inside generated images. You judge only the text in "
+        "the image: its spelling, punctuation, grammar, completeness and legibility."
+    ),
+    user=(
+        "User prompt:\n<prompt>\n{prompt}\n</prompt>\n\n{inputs_note}"
+        "Read out every piece of text visible in the output image. Then list each error: misspellings, wrong or "
+        "missing punctuation, grammar mistakes, missing or extra characters, garbled glyphs, and text cut off by "
+        "the frame. Text that the prompt asks for verbatim must match it exactly; text the prompt leaves open must "
+        "be coherent and fit the image. Finish with a rating of the text rendering, an integer from 1 (illegible "
+        "or wrong) to 10 (flawless), written exactly as [[N]]."
     ),
 )
 

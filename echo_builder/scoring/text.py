@@ -1,0 +1,112 @@
+"""``text_rendering``: how well an output renders the text its prompt asks for, judged by a VLM (ECHO Flow 3).
+
+The judge reads all text in the output and lists spelling, punctuation, grammar, missing-character and cropping
+errors; text the prompt asks for verbatim must match exactly, free text must be coherent and fit. It rates 1-10
+as ``[[N]]`` (the last one counts) and the score is reported normalised to [0, 1] as ``(N - 1) / 9`` (1 -> 0,
+10 -> 1). Failures follow the judge's rules: API errors, refusals and replies without a valid rating are NaN with
+their reason, never a score. Any judge backend works (``openai:...``, ``transformers:...``); several judges give
+the mean of their valid normalised ratings.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from echo_builder.scoring.base import MetricResult, MetricSpec, register_metric_spec
+
+__all__ = ["TEXT_RENDERING_SPEC", "normalise_rating", "text_rendering"]
+
+TEXT_RENDERING_SPEC = register_metric_spec(
+    MetricSpec(
+        name="text_rendering",
+        higher_is_better=True,
+        low=0.0,
+        high=1.0,
+        unit="judge rating 1-10 rescaled to [0, 1]",
+        source="ECHO (arXiv 2510.15021), Flow 3: VLM judge of rendered text, [[N]] 1-10",
+    )
+)
+
+
+def normalise_rating(rating: float) -> float:
+    """A 1-10 rating mapped linearly to [0, 1]: ``(rating - 1) / 9``."""
+    return (rating - 1.0) / 9.0
+
+
+def text_rendering(
+    prompts: Sequence[str],
+    outputs: Sequence[Any],
+    judges: Sequence[str],
+    *,
+    judge_options: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | Path | None = None,
+    concurrency: int = 8,
+    max_attempts: int = 6,
+) -> MetricResult:
+    """Judge the text rendering of each output image.
+
+    Args:
+        prompts: n prompts (the text they ask for is what the judge checks).
+        outputs: n output images (path, bytes, PIL image or datasets dict); ``None`` for a missing output.
+        judges: judge backend specs.
+        judge_options: backend options per spec; cache_dir: call cache (reruns repeat no call).
+
+    Returns:
+        :class:`MetricResult` with values in [0, 1] (higher is better), NaN with the reason for failures and
+        missing outputs; extras ``ratings`` ({judge: n raw 1-10 ratings or NaN}), ``statuses``, ``raw_texts``.
+
+    Raises:
+        ConfigError: lengths differ or no judge is given.
+    """
+    from echo_builder.backends import create_backend
+    from echo_builder.backends.caller import ModelCaller, RetryPolicy
+    from echo_builder.cache import CallCache
+    from echo_builder.errors import ConfigError
+    from echo_builder.judge.judging import Judge, JudgeItem
+    from echo_builder.judge.prompts import TEXT_RENDERING
+
+    if len(prompts) != len(outputs):
+        raise ConfigError(f"prompts and outputs differ in length: {len(prompts)} vs {len(outputs)}")
+    if not judges:
+        raise ConfigError(
+            "text_rendering needs at least one judge backend spec, e.g. judges=['openai:gpt-4o']"
+        )
+    items = [
+        JudgeItem(f"sample-{i}", p, (), "model", o)
+        for i, (p, o) in enumerate(zip(prompts, outputs, strict=True))
+    ]
+    cache = CallCache(cache_dir) if cache_dir else None
+    ratings: dict[str, list[float]] = {}
+    statuses: dict[str, list[str]] = {}
+    raw: dict[str, list[str]] = {}
+    errors: dict[str, list[str | None]] = {}
+    try:
+        for spec in judges:
+            backend = create_backend(spec, **(judge_options or {}).get(spec, {}))
+            caller = ModelCaller(
+                backend, cache=cache, concurrency=concurrency, retry=RetryPolicy(max_attempts=max_attempts)
+            )
+            verdicts = Judge(caller).single(items, template=TEXT_RENDERING, criterion="text_rendering")
+            ratings[spec] = [v.rating if v.rating is not None else math.nan for v in verdicts]
+            statuses[spec] = [v.status for v in verdicts]
+            raw[spec] = [v.raw_text for v in verdicts]
+            errors[spec] = [v.error for v in verdicts]
+            backend.close()
+    finally:
+        if cache is not None:
+            cache.close()
+    values, reasons = [], []
+    for i in range(len(items)):
+        valid = [normalise_rating(ratings[j][i]) for j in judges if not math.isnan(ratings[j][i])]
+        values.append(float(np.mean(valid)) if valid else math.nan)
+        reasons.append(None if valid else "; ".join(f"{j}: {statuses[j][i]}: {errors[j][i]}" for j in judges))
+    return MetricResult(
+        np.array(values),
+        reasons,
+        {"ratings": ratings, "statuses": statuses, "raw_texts": raw, "judges": list(judges)},
+    )
