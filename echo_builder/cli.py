@@ -1,7 +1,7 @@
 """The ``echo-bench`` command line.
 
-Commands: ``build``, ``judge``, ``leaderboard``, ``agreement``, ``backends list|ping``, ``cache stats``;
-``publish``, ``metrics`` and ``demo`` plug in here as they land. Heavy imports happen inside the command that needs them, so ``echo-bench --help`` is instant.
+Commands: ``build``, ``judge``, ``leaderboard``, ``agreement``, ``metrics``, ``backends list|ping``,
+``cache stats``; ``publish`` and ``demo`` plug in here as they land. Heavy imports happen inside the command that needs them, so ``echo-bench --help`` is instant.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -346,6 +347,91 @@ def build(
     )
 
 
+@cli.command()
+@click.option("--benchmark", required=True, help="Hub-shaped benchmark folder (or Hub dataset id).")
+@click.option("--config", "config_name", required=True, help="Config: image_to_image, text_to_image, ...")
+@click.option(
+    "--outputs", required=True, type=click.Path(file_okay=False), help="Folder <model>/<sample_id>.png."
+)
+@click.option(
+    "--metric",
+    "metric_names",
+    multiple=True,
+    type=click.Choice(["color_shift", "structure_distance", "face_identity", "text_rendering"]),
+    help="Metric to compute; repeatable (default: all that can run).",
+)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder to write.")
+@click.option(
+    "--dino-weights",
+    help="structure_distance weights: a local file, or random:<seed> for a smoke test "
+    "(default: timm's vit_small_patch16_224.dino from the Hub).",
+)
+@click.option(
+    "--structure-reduction", type=click.Choice(["max", "min", "first"]), default="max", show_default=True
+)
+@click.option("--face-backend", type=click.Choice(["dlib", "auraface"]), default="dlib", show_default=True)
+@click.option(
+    "--face-model-dir", type=click.Path(file_okay=False), help="Folder of the face backend's model files."
+)
+@click.option(
+    "--judge", "judges", multiple=True, metavar="SPEC", help="Judge for text_rendering; repeatable."
+)
+@click.option("--base-url", help="Server URL for openai: judges.")
+@click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Judge backend option.")
+@click.option(
+    "--format", "table_format", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True
+)
+def metrics(
+    benchmark: str,
+    config_name: str,
+    outputs: str,
+    metric_names: tuple[str, ...],
+    out_dir: str,
+    dino_weights: str | None,
+    structure_reduction: str,
+    face_backend: str,
+    face_model_dir: str | None,
+    judges: tuple[str, ...],
+    base_url: str | None,
+    options: tuple[str, ...],
+    table_format: str,
+) -> None:
+    """Compute the community-driven metrics (color shift, structure distance, face identity, text rendering)
+    for every model's outputs; writes per-sample rows, a per-model summary and color swatches."""
+    from echo_builder.scoring.run import run_metrics
+
+    run_options: dict[str, Any] = {
+        "dino_weights": dino_weights,
+        "structure_reduction": structure_reduction,
+        "face_backend": face_backend,
+        "face_options": {"model_dir": face_model_dir} if face_model_dir else {},
+        "judges": list(judges),
+        "judge_options": _backend_options(judges, base_url, options),
+        "cache_dir": str(Path(out_dir) / "cache"),
+    }
+    result = run_metrics(
+        benchmark,
+        config_name,
+        outputs,
+        out_dir,
+        metrics=metric_names,
+        options=run_options,
+        table_format=table_format,
+    )  # type: ignore[arg-type]
+    click.echo(f"{'model':<28} {'metric':<20} {'mean':>9} {'n':>5} {'NaN':>5}  NaN reasons")
+    for row in result.summary:
+        mean = f"{row['mean']:9.4f}" if row["mean"] is not None else f"{'n/a':>9}"
+        reasons = ", ".join(f"{k} x{v}" for k, v in row["nan_reasons"].items())
+        arrow = "higher better" if row["higher_is_better"] else "lower better"
+        click.echo(
+            f"{row['model'][:28]:<28} {row['metric']:<20} {mean} {row['n']:>5} {row['n_nan']:>5}  "
+            f"{reasons or '-'} ({arrow})"
+        )
+    for name, reason in result.unavailable.items():
+        click.echo(f"not computed: {name}: {reason}", err=True)
+    click.echo(f"wrote {result.out_dir}")
+
+
 def _print_table(board: Any, fmt: str) -> None:
     import math
 
@@ -432,7 +518,6 @@ def leaderboard(
     Win rates with 95% bootstrap intervals over prompts, Bradley-Terry ratings (Elo scale) with intervals, and
     judge failures and missing outputs beside each model.
     """
-    from pathlib import Path
 
     from echo_builder.judge.leaderboard import leaderboard_from_run, leaderboard_from_votes
 

@@ -1,0 +1,284 @@
+"""``echo-bench metrics``: the community-driven metrics over every model's outputs on a benchmark config.
+
+For each model folder (``<outputs>/<model>/<sample_id>.<ext>``) and each requested metric, the metric runs on the
+samples it applies to: the sample's applicability flag when the benchmark has one (``False`` = not applicable;
+unknown = computed), and the metric's own needs (color shift, structure and face identity compare with input
+images; text rendering needs a judge). Nothing is silently skipped: every (model, sample, metric) gets a row with
+its value or the reason it is NaN.
+
+Written under ``--out``: ``metrics.parquet`` (or ``.csv``) with one row per (model, sample, metric),
+``summary.csv`` / ``summary.json`` per model and metric (mean, count, NaN counts by reason, direction), and
+``color_swatches/<model>.png`` (pooled input vs output mean colors, how the paper shows the yellow cast).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from echo_builder.errors import ConfigError, EchoError
+from echo_builder.scoring.base import METRIC_SPECS, MetricResult
+from echo_builder.secrets import get_logger
+
+__all__ = ["APPLICABILITY_FLAG", "METRIC_NAMES", "MetricsRunResult", "run_metrics"]
+
+log = get_logger(__name__)
+METRIC_NAMES = ("color_shift", "structure_distance", "face_identity", "text_rendering")
+#: Which applicability flag of a sample governs each metric.
+APPLICABILITY_FLAG = {
+    "color_shift": "no_color_shift",
+    "structure_distance": "structure",
+    "face_identity": "face_identity",
+    "text_rendering": "text_rendering",
+}
+_NEEDS_INPUTS = {"color_shift", "structure_distance", "face_identity"}
+
+
+@dataclass
+class MetricsRunResult:
+    """Rows (one per model, sample and metric), the per-model summary, and what was unavailable and why."""
+
+    out_dir: Path
+    rows: list[dict[str, Any]]
+    summary: list[dict[str, Any]]
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+
+def _flag(row: dict[str, Any], name: str) -> bool | None:
+    flags = row.get("applicability")
+    if isinstance(flags, dict) and name in flags:
+        return flags[name]
+    value = row.get(name)
+    return value if isinstance(value, bool) else None
+
+
+def _metric_function(
+    name: str, options: dict[str, Any]
+) -> Callable[[list[Any], list[Any], list[str]], MetricResult]:
+    if name == "color_shift":
+        from echo_builder.scoring.color import color_shift
+
+        return lambda inputs, outputs, prompts: color_shift(inputs, outputs, on_image_error="nan")
+    if name == "structure_distance":
+        from echo_builder.scoring.structure import structure_distance
+
+        return lambda inputs, outputs, prompts: structure_distance(
+            inputs,
+            outputs,
+            weights=options.get("dino_weights"),
+            reduction=options.get("structure_reduction", "max"),
+            on_image_error="nan",
+        )
+    if name == "face_identity":
+        from echo_builder.scoring.faces import face_identity
+
+        return lambda inputs, outputs, prompts: face_identity(
+            inputs,
+            outputs,
+            backend=options.get("face_backend", "dlib"),
+            on_image_error="nan",
+            **options.get("face_options", {}),
+        )
+    if name == "text_rendering":
+        from echo_builder.scoring.text import text_rendering
+
+        judges = options.get("judges") or []
+        if not judges:
+            raise ConfigError(
+                "text_rendering needs a judge: pass --judge openai:<model> or transformers:<path>"
+            )
+        return lambda inputs, outputs, prompts: text_rendering(
+            prompts,
+            outputs,
+            judges,
+            judge_options=options.get("judge_options"),
+            cache_dir=options.get("cache_dir"),
+        )
+    raise ConfigError(f"unknown metric {name!r}; choose from {', '.join(METRIC_NAMES)}")
+
+
+def run_metrics(
+    benchmark: str | Path,
+    config: str,
+    outputs_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    metrics: Sequence[str] = (),
+    options: dict[str, Any] | None = None,
+    table_format: Literal["parquet", "csv"] = "parquet",
+) -> MetricsRunResult:
+    """Compute the metrics for every model and write the rows, the summary and the color swatches.
+
+    Args:
+        metrics: metric names; empty means all four (text rendering only when a judge is configured).
+        options: ``dino_weights`` (path or ``random:<seed>``), ``structure_reduction``, ``face_backend``,
+            ``face_options``, ``judges``, ``judge_options``, ``cache_dir``.
+
+    Raises:
+        ConfigError: an unknown metric, a requested metric that cannot run (its message says how to fix it),
+            or unreadable outputs.
+    """
+    import pandas as pd
+
+    from echo_builder.judge.run import discover_outputs
+    from echo_dataset.loading import read_config
+
+    options = dict(options or {})
+    explicit = bool(metrics)
+    names = list(metrics) or [m for m in METRIC_NAMES if m != "text_rendering" or options.get("judges")]
+    for name in names:
+        if name not in METRIC_NAMES:
+            raise ConfigError(f"unknown metric {name!r}; choose from {', '.join(METRIC_NAMES)}")
+    samples = read_config(benchmark, config)
+    outputs = discover_outputs(outputs_dir)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    unavailable: dict[str, str] = {}
+    for name in names:
+        try:
+            function = _metric_function(name, options)
+        except EchoError as exc:
+            if explicit:
+                raise
+            unavailable[name] = str(exc)
+            continue
+        for model, files in outputs.items():
+            try:
+                rows.extend(_rows_for(name, function, model, samples, files))
+            except (EchoError, ImportError) as exc:
+                if explicit:
+                    raise
+                unavailable[name] = str(exc)
+                log.warning("metric %s unavailable: %s", name, exc)
+                break
+    frame = pd.DataFrame(rows, columns=["model", "sample_id", "metric", "value", "nan_reason", "detail"])
+    if table_format == "csv":
+        frame.to_csv(out / "metrics.csv", index=False)
+    else:
+        frame.astype({"detail": str}).to_parquet(out / "metrics.parquet", index=False)
+    summary = _summary(frame)
+    pd.DataFrame(summary).drop(columns=["nan_reasons"]).to_csv(out / "summary.csv", index=False)
+    (out / "summary.json").write_text(
+        json.dumps({"summary": summary, "unavailable": unavailable}, indent=2) + "\n"
+    )
+    if "color_shift" in names and "color_shift" not in unavailable:
+        _swatches(samples, outputs, out / "color_swatches")
+    return MetricsRunResult(out, rows, summary, unavailable)
+
+
+def _rows_for(
+    name: str,
+    function: Callable[..., MetricResult],
+    model: str,
+    samples: Sequence[dict[str, Any]],
+    files: dict[str, Path],
+) -> list[dict[str, Any]]:
+    rows, todo = [], []
+    flag_name = APPLICABILITY_FLAG[name]
+    for sample in samples:
+        base = {"model": model, "sample_id": sample["id"], "metric": name, "detail": None}
+        inputs = [img for img in (sample.get("input_images") or ()) if img is not None]
+        flag = _flag(sample, flag_name)
+        if flag is False:
+            rows.append(
+                {
+                    **base,
+                    "value": math.nan,
+                    "nan_reason": f"not applicable: the sample's {flag_name} flag is false",
+                }
+            )
+        elif name in _NEEDS_INPUTS and not inputs:
+            rows.append(
+                {**base, "value": math.nan, "nan_reason": "not applicable: the sample has no input images"}
+            )
+        elif sample["id"] not in files:
+            rows.append(
+                {**base, "value": math.nan, "nan_reason": "missing output: the model produced no image"}
+            )
+        else:
+            todo.append((base, inputs, files[sample["id"]], sample.get("prompt", "")))
+    if todo:
+        result = function([t[1] for t in todo], [t[2] for t in todo], [t[3] for t in todo])
+        deltas = result.extras.get("deltas")
+        for k, (base, _, _, _) in enumerate(todo):
+            detail = None
+            if deltas is not None:
+                detail = json.dumps({"delta_rgb": [round(float(d), 4) for d in deltas[k]]})
+            elif "backend" in result.extras:
+                detail = json.dumps({"backend": result.extras["backend"]})
+            value = float(result.values[k])
+            rows.append({**base, "value": value, "nan_reason": result.nan_reasons[k], "detail": detail})
+    order = {s["id"]: i for i, s in enumerate(samples)}
+    return sorted(rows, key=lambda r: order[r["sample_id"]])
+
+
+def _summary(frame: Any) -> list[dict[str, Any]]:
+    out = []
+    for (model, metric), group in frame.groupby(["model", "metric"], sort=True):
+        values = group["value"].astype(float)
+        finite = values[values.notna()]
+        spec = METRIC_SPECS.get(metric)
+        out.append(
+            {
+                "model": model,
+                "metric": metric,
+                "mean": float(finite.mean()) if len(finite) else None,
+                "n": len(finite),
+                "n_nan": int(values.isna().sum()),
+                "nan_reasons": dict(
+                    Counter(r.split(":", 1)[0] for r in group["nan_reason"] if isinstance(r, str))
+                ),
+                "higher_is_better": spec.higher_is_better if spec else None,
+            }
+        )
+    return out
+
+
+def _swatches(samples: Sequence[dict[str, Any]], outputs: dict[str, dict[str, Path]], folder: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    from echo_builder.scoring.color import pooled_color_shift
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for model, files in outputs.items():
+        pairs = [
+            (s.get("input_images") or [], files[s["id"]])
+            for s in samples
+            if s["id"] in files and s.get("input_images")
+        ]
+        if not pairs:
+            continue
+        pooled = pooled_color_shift([p[0] for p in pairs], [p[1] for p in pairs], on_image_error="nan")
+        fig = Figure(figsize=(4.8, 2.6))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        for x, (label, rgb) in enumerate((("inputs", pooled.input_means), ("outputs", pooled.output_means))):
+            if rgb is None or any(math.isnan(float(c)) for c in rgb):
+                continue
+            ax.add_patch(Rectangle((x * 1.1, 0), 1, 1, color=[min(max(float(c) / 255, 0), 1) for c in rgb]))
+            ax.text(
+                x * 1.1 + 0.5,
+                -0.15,
+                f"{label}\n({', '.join(f'{float(c):.1f}' for c in rgb)})",
+                ha="center",
+                va="top",
+                fontsize=8,
+            )
+        ax.set_xlim(-0.1, 2.2)
+        ax.set_ylim(-0.6, 1.05)
+        ax.axis("off")
+        ax.set_title(f"{model}: pooled color shift {float(pooled.magnitude):.2f}", fontsize=9)
+        fig.savefig(folder / f"{_safe(model)}.png", dpi=120, bbox_inches="tight")
+
+
+def _safe(name: str) -> str:
+    """A file name from a model folder name (it came from a directory listing, but keep it one path segment)."""
+    return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name).strip(".") or "model"
