@@ -28,8 +28,16 @@ def test_module_folder_is_complete(folder: Path):
     card = (folder / "README.md").read_text()
     front = yaml.safe_load(re.match(r"^---\n(.*?)\n---\n", card, re.DOTALL).group(1))
     assert {"title", "description", "tags", "sdk", "app_file"} <= set(front) and "evaluate" in front["tags"]
-    for section in ("## Inputs", "## Outputs", "## Limitations", "## Citation", "higher is better"):
+    for section in ("## Inputs", "## Outputs", "## Limitations", "## Citation"):
         assert section in card, f"{name} card lacks {section!r}"
+    # the card states the direction the code declares (behaviour as data, once)
+    for module in ("color", "structure", "faces", "text"):
+        __import__(f"echo_builder.scoring.{module}")
+    from echo_builder.scoring import METRIC_SPECS
+
+    spec = METRIC_SPECS.get(name)
+    direction = "lower is better" if spec is not None and not spec.higher_is_better else "higher is better"
+    assert direction in card, f"{name} card does not say {direction!r}"
     requirements = (folder / "requirements.txt").read_text().split()
     assert "echo-bench" in requirements
     for source in (f"{name}.py", "app.py"):
@@ -85,3 +93,37 @@ def test_echo_judge_module_with_a_loopback_judge(openai_server, tmp_path):
     )
     assert math.isnan(refused["scores"][0]) and math.isnan(refused["echo_judge"])
     assert refused["statuses"]["openai:judge"] == ["refusal"] and "declined" in refused["nan_reasons"][0]
+
+
+def test_image_metric_modules_compute_offline(shared_data):
+    pairs = shared_data / "image_pairs" / "yellow_tint"
+    before, after = Image.open(pairs / "gpt4o_before.webp"), Image.open(pairs / "gpt4o_after.webp")
+    color = evaluate.load(str(REPO_ROOT / "metrics" / "color_shift"))
+    out = color.compute(predictions=[before, after], references=[[after], [after]], pooled=True)
+    assert out["scores"][1] == 0.0 and out["scores"][0] > 20 and out["deltas"][0][2] < -20
+    assert out["color_shift"] == pytest.approx(out["scores"][0] / 2)
+    structure = evaluate.load(str(REPO_ROOT / "metrics" / "structure_distance"))
+    small = [before.resize((256, 384)), after.resize((256, 384))]
+    out = structure.compute(predictions=small, references=[[small[1]], [small[1]]], weights="random:0")
+    assert out["scores"][1] == pytest.approx(0.0, abs=1e-7) and out["scores"][0] > 0
+    faces = evaluate.load(str(REPO_ROOT / "metrics" / "face_identity"))
+    skimage_data = pytest.importorskip("skimage.data")
+    astronaut = Image.fromarray(skimage_data.astronaut())
+    out = faces.compute(
+        predictions=[astronaut.transpose(Image.Transpose.FLIP_LEFT_RIGHT)], references=[[astronaut]]
+    )
+    assert out["scores"][0] > 0.9 and out["backend"].startswith("dlib")
+    no_face = faces.compute(predictions=[astronaut], references=[[Image.fromarray(skimage_data.coffee())]])
+    assert math.isnan(no_face["scores"][0]) and "no face" in no_face["nan_reasons"][0]
+
+
+def test_text_rendering_module_with_a_loopback_judge(openai_server, tmp_path):
+    openai_server.reply = lambda body: "The text reads SALE correctly. [[10]]"
+    module = evaluate.load(str(REPO_ROOT / "metrics" / "text_rendering"))
+    out = module.compute(
+        predictions=[Image.new("RGB", (64, 64), RED)],
+        prompts=['a poster that says "SALE"'],
+        judges=["openai:judge"],
+        judge_options={"openai:judge": {"base_url": openai_server.base_url}},
+    )
+    assert out["scores"] == [1.0] and out["ratings"]["openai:judge"] == [10.0]

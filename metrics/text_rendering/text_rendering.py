@@ -1,0 +1,54 @@
+"""Text rendering as an `evaluate` module: a VLM judge proofreads the text in each output (higher is better).
+
+A thin shell over :func:`echo_builder.scoring.text.text_rendering` (ECHO, arXiv 2510.15021, Flow 3).
+"""
+
+import datasets
+import evaluate
+
+from echo_builder.citation import ECHO_BIBTEX, ECHO_PAPER_URL
+from echo_builder.scoring.text import text_rendering
+
+_DESCRIPTION = """\
+Text rendering quality judged by a VLM (higher is better; in [0, 1]). The judge reads all text in the output,
+lists spelling, punctuation, grammar, missing-character and cropping errors; text the prompt asks for verbatim must
+match exactly, free text must be coherent and fit. It rates 1-10 as [[N]] (the last one counts), reported as
+(N - 1) / 9. Judge failures are NaN with their reason, never a score.
+"""
+
+_KWARGS_DESCRIPTION = """\
+Args:
+    predictions: output images, one per sample.
+    prompts: the prompts (what text was asked for).
+    judges: backend specs, e.g. ["openai:gpt-4o"]; judge_options: {spec: {option: value}}; cache_dir: call cache.
+Returns:
+    text_rendering: mean over samples with a value, scores, nan_reasons, ratings (raw 1-10 per judge).
+Examples:
+    >>> metric = evaluate.load("metrics/text_rendering")
+    >>> metric.compute(predictions=[poster], prompts=['a poster that says "SALE"'], judges=["openai:gpt-4o"])
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class TextRendering(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=ECHO_BIBTEX,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features(
+                {"predictions": datasets.Image(), "prompts": datasets.Value("string")}
+            ),
+            reference_urls=[ECHO_PAPER_URL],
+        )
+
+    def _compute(self, predictions, prompts, judges=(), judge_options=None, cache_dir=None):
+        result = text_rendering(
+            prompts, predictions, list(judges), judge_options=judge_options, cache_dir=cache_dir
+        )
+        return {
+            "text_rendering": result.mean(),
+            "scores": result.values.tolist(),
+            "nan_reasons": result.nan_reasons,
+            "ratings": result.extras["ratings"],
+        }
