@@ -18,12 +18,13 @@ from PIL import Image
 from scipy.special import erf
 from skimage import data, transform
 
-from echo_builder.errors import ConfigError, MissingDependencyError
+from echo_builder.errors import ConfigError, ImageError, MissingDependencyError
 from echo_builder.scoring.base import METRIC_SPECS
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("timm")
 
+from echo_builder.scoring.color import NO_INPUT_IMAGES, OUTPUT_MISSING  # noqa: E402
 from echo_builder.scoring.structure import DinoStructure, structure_distance  # noqa: E402
 
 MEAN = np.array([0.485, 0.456, 0.406])
@@ -242,14 +243,22 @@ def test_missing_output_and_no_input_are_nan_with_a_reason(scorer, photo):
     result = scorer.distance([photo, photo, None, [], [None]], [None, photo, photo, photo, photo])
     assert np.isnan(result.values[[0, 2, 3, 4]]).all()
     assert result.values[1] == pytest.approx(0.0, abs=1e-7)
-    assert result.nan_reasons == [
-        "missing output",
-        None,
-        "no input image",
-        "no input image",
-        "no input image",
-    ]
+    assert result.nan_reasons == [OUTPUT_MISSING, None, NO_INPUT_IMAGES, NO_INPUT_IMAGES, NO_INPUT_IMAGES]
     assert result.extras["per_input"][0] == []
+
+
+def test_unreadable_images_raise_or_become_nan_with_the_error_as_reason(scorer, photo):
+    near = translate(photo, 8)
+    inputs, outputs = [photo, [photo, b"junk"], photo, photo], [near, near, b"junk", near]
+    with pytest.raises(ImageError, match="sample 1 input 1: cannot decode"):
+        scorer.distance(inputs, outputs)
+    result = scorer.distance(inputs, outputs, on_image_error="nan", batch_size=3, progress=True)
+    assert result.nan_reasons[1].startswith("unreadable image: sample 1 input 1: cannot decode")
+    assert result.nan_reasons[2].startswith("unreadable image: sample 2 output: cannot decode")
+    assert result.nan_reasons[0] is None and result.nan_reasons[3] is None
+    assert result.values[0] == pytest.approx(result.values[3], abs=1e-7) and result.values[0] > 0
+    with pytest.raises(ConfigError, match="on_image_error"):
+        scorer.distance(inputs, outputs, on_image_error="skip")
 
 
 def test_missing_weights_offline_give_a_clear_error():

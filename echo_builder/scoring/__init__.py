@@ -4,6 +4,17 @@ Heavy models (DINO through timm, face models through dlib or onnxruntime) load l
 needs them; importing this package imports neither.
 """
 
+# The metric modules declare their specs on import; they import no heavy model code at module level.
+from echo_builder.scoring import color, faces, structure, text
 from echo_builder.scoring.base import METRIC_SPECS, MetricResult, MetricSpec, register_metric_spec
 
-__all__ = ["METRIC_SPECS", "MetricResult", "MetricSpec", "register_metric_spec"]
+__all__ = [
+    "METRIC_SPECS",
+    "MetricResult",
+    "MetricSpec",
+    "color",
+    "faces",
+    "register_metric_spec",
+    "structure",
+    "text",
+]

@@ -13,7 +13,29 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["METRIC_SPECS", "MetricResult", "MetricSpec", "register_metric_spec"]
+__all__ = [
+    "METRIC_SPECS",
+    "NO_INPUT_IMAGES",
+    "OUTPUT_MISSING",
+    "MetricResult",
+    "MetricSpec",
+    "as_image_list",
+    "register_metric_spec",
+]
+
+#: NaN reasons shared by the image metrics, so reports can count them across metrics.
+NO_INPUT_IMAGES = "not applicable: the sample has no input images"
+OUTPUT_MISSING = "output image missing"
+
+
+def as_image_list(item: Any) -> list[Any]:
+    """A sample's input(s) as a list: lists and tuples hold several images (``None`` entries dropped), ``None``
+    holds none, anything else is one image."""
+    if item is None:
+        return []
+    if isinstance(item, (list, tuple)):
+        return [image for image in item if image is not None]
+    return [item]
 
 
 @dataclass(frozen=True)

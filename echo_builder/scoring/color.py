@@ -44,7 +44,14 @@ import numpy as np
 
 from echo_builder.errors import ConfigError, ImageError
 from echo_builder.imaging import MAX_PIXELS, load_rgb
-from echo_builder.scoring.base import MetricResult, MetricSpec, register_metric_spec
+from echo_builder.scoring.base import (
+    NO_INPUT_IMAGES,
+    OUTPUT_MISSING,
+    MetricResult,
+    MetricSpec,
+    as_image_list,
+    register_metric_spec,
+)
 
 __all__ = [
     "COLOR_SHIFT",
@@ -62,8 +69,6 @@ __all__ = [
 KEEP_LOW = 5  # lowest kept 8-bit level, inclusive
 KEEP_HIGH = 250  # highest kept 8-bit level, inclusive
 # the same reasons, word for word, as face_identity's, so reports group them across metrics
-NO_INPUT_IMAGES = "not applicable: the sample has no input images"
-OUTPUT_MISSING = "output image missing"
 _CHANNELS = ("R", "G", "B")
 _LEVELS = np.arange(KEEP_LOW, KEEP_HIGH + 1, dtype=np.float64)
 
@@ -154,15 +159,6 @@ class PooledColorShift:
     reason: str | None = None
 
 
-def _as_image_list(item: Any) -> list[Any]:
-    """A sample's input(s) as a list: lists and tuples hold several images, ``None`` holds none."""
-    if item is None:
-        return []
-    if isinstance(item, (list, tuple)):
-        return [image for image in item if image is not None]
-    return [item]
-
-
 def _check_arguments(inputs: Sequence[Any], outputs: Sequence[Any], on_image_error: str) -> None:
     if len(inputs) != len(outputs):
         raise ConfigError(
@@ -242,7 +238,7 @@ def color_shift(
     reasons: list[str | None] = [None] * n
     samples = _progress(enumerate(zip(inputs, outputs, strict=True)), progress, "color_shift", n)
     for i, (item, output) in samples:
-        images = _as_image_list(item)
+        images = as_image_list(item)
         if not images:
             reasons[i] = NO_INPUT_IMAGES
             continue
@@ -309,7 +305,7 @@ def pooled_color_shift(
         enumerate(zip(inputs, outputs, strict=True)), progress, "pooled color_shift", len(outputs)
     )
     for i, (item, output) in samples:
-        images = _as_image_list(item)
+        images = as_image_list(item)
         if not images:
             n_no_input += 1
             continue

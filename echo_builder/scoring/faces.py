@@ -49,7 +49,14 @@ from pydantic import BaseModel, ValidationError
 
 from echo_builder.errors import ConfigError, ImageError
 from echo_builder.imaging import load_rgb
-from echo_builder.scoring.base import MetricResult, MetricSpec, register_metric_spec
+from echo_builder.scoring.base import (
+    NO_INPUT_IMAGES,
+    OUTPUT_MISSING,
+    MetricResult,
+    MetricSpec,
+    as_image_list,
+    register_metric_spec,
+)
 
 __all__ = [
     "FACE_IDENTITY_SPEC",
@@ -77,8 +84,6 @@ FACE_IDENTITY_SPEC = register_metric_spec(
 )
 
 NO_FACE_IN_INPUTS = "not applicable: no face in the input images"
-NO_INPUT_IMAGES = "not applicable: the sample has no input images"
-OUTPUT_MISSING = "output image missing"
 
 
 @dataclass(frozen=True, eq=False)
@@ -262,14 +267,6 @@ def cosine_similarity_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.clip(a @ b.T, -1.0, 1.0)
 
 
-def _as_image_list(images: Any) -> list[Any]:
-    if images is None:
-        return []
-    if isinstance(images, (list, tuple)):
-        return list(images)
-    return [images]
-
-
 def face_identity(
     inputs: Sequence[Any],
     outputs: Sequence[Any],
@@ -353,7 +350,7 @@ def face_identity(
         iterator = tqdm(iterator, desc=f"face_identity ({be.backend_id})", unit="sample")
     for i in iterator:
         try:
-            images = _as_image_list(inputs[i])
+            images = as_image_list(inputs[i])
             if not images:
                 reasons[i] = NO_INPUT_IMAGES
                 continue

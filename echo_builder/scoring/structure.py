@@ -40,8 +40,14 @@ import numpy as np
 
 from echo_builder.errors import ConfigError, ImageError, MissingDependencyError
 from echo_builder.imaging import load_rgb
-from echo_builder.scoring.base import MetricResult, MetricSpec, register_metric_spec
-from echo_builder.scoring.color import NO_INPUT_IMAGES, OUTPUT_MISSING, _as_image_list
+from echo_builder.scoring.base import (
+    NO_INPUT_IMAGES,
+    OUTPUT_MISSING,
+    MetricResult,
+    MetricSpec,
+    as_image_list,
+    register_metric_spec,
+)
 
 __all__ = ["MODEL_NAME", "REDUCTIONS", "STRUCTURE_DISTANCE", "DinoStructure", "structure_distance"]
 
@@ -303,7 +309,7 @@ class DinoStructure:
         queue: list[tuple[int, str, Any]] = []
         expected = [0] * n
         for i, (item, output) in enumerate(zip(inputs, outputs, strict=True)):
-            images = _as_image_list(item)
+            images = as_image_list(item)
             if not images:
                 reasons[i] = NO_INPUT_IMAGES
             elif output is None:
@@ -320,34 +326,36 @@ class DinoStructure:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(queue), desc="structure_distance", unit="image")
-        with torch.inference_mode():
-            for start in range(0, len(queue), batch_size):
-                chunk = queue[start : start + batch_size]
-                arrays = self._decode([image for _, _, image in chunk], [name for _, name, _ in chunk])
-                readable = [k for k, array in enumerate(arrays) if not isinstance(array, ImageError)]
-                sims: dict[int, np.ndarray] = {}
-                if readable:
-                    batch = self._normalised([arrays[k] for k in readable])
-                    sims = dict(zip(readable, self._similarity_of(batch), strict=True))
-                for k, (i, _, _) in enumerate(chunk):
-                    error = arrays[k]
-                    if isinstance(error, ImageError):
-                        if on_image_error == "raise":
-                            raise error
-                        reasons[i] = reasons[i] or f"unreadable image: {error}"
-                    pending.setdefault(i, []).append(sims.get(k))
-                    if len(pending[i]) < expected[i]:
-                        continue
-                    s_out, *s_ins = pending.pop(i)
-                    if reasons[i] is not None:  # an image of this sample was unreadable
-                        continue
-                    s_out64 = s_out.astype(np.float64)
-                    per_input[i] = [float(np.mean((s_out64 - s_in) ** 2)) for s_in in s_ins]
-                    values[i] = max(per_input[i]) if reduction == "max" else min(per_input[i])
-                if bar is not None:
-                    bar.update(len(chunk))
-        if bar is not None:
-            bar.close()
+        try:
+            with torch.inference_mode():
+                for start in range(0, len(queue), batch_size):
+                    chunk = queue[start : start + batch_size]
+                    arrays = self._decode([image for _, _, image in chunk], [name for _, name, _ in chunk])
+                    readable = [k for k, array in enumerate(arrays) if not isinstance(array, ImageError)]
+                    sims: dict[int, np.ndarray] = {}
+                    if readable:
+                        batch = self._normalised([arrays[k] for k in readable])
+                        sims = dict(zip(readable, self._similarity_of(batch), strict=True))
+                    for k, (i, _, _) in enumerate(chunk):
+                        error = arrays[k]
+                        if isinstance(error, ImageError):
+                            if on_image_error == "raise":
+                                raise error
+                            reasons[i] = reasons[i] or f"unreadable image: {error}"
+                        pending.setdefault(i, []).append(sims.get(k))
+                        if len(pending[i]) < expected[i]:
+                            continue
+                        s_out, *s_ins = pending.pop(i)
+                        if reasons[i] is not None:  # an image of this sample was unreadable
+                            continue
+                        s_out64 = s_out.astype(np.float64)
+                        per_input[i] = [float(np.mean((s_out64 - s_in) ** 2)) for s_in in s_ins]
+                        values[i] = max(per_input[i]) if reduction == "max" else min(per_input[i])
+                    if bar is not None:
+                        bar.update(len(chunk))
+        finally:
+            if bar is not None:
+                bar.close()
         return MetricResult(
             values=values,
             nan_reasons=reasons,
@@ -376,6 +384,8 @@ def structure_distance(
     batch_size: int = 16,
     reduction: str = "max",
     device: Any = None,
+    on_image_error: str = "raise",
+    progress: bool = False,
 ) -> MetricResult:
     """Per-sample structure distance with a cached :class:`DinoStructure` per (weights, device).
 
@@ -385,4 +395,11 @@ def structure_distance(
     if weights is not None and not weights.startswith("random:"):
         weights = str(Path(weights).expanduser().resolve())
     scorer = _cached(weights, None if device is None else str(device))
-    return scorer.distance(inputs, outputs, reduction=reduction, batch_size=batch_size)
+    return scorer.distance(
+        inputs,
+        outputs,
+        reduction=reduction,
+        batch_size=batch_size,
+        on_image_error=on_image_error,
+        progress=progress,
+    )
