@@ -127,3 +127,14 @@ def test_text_rendering_module_with_a_loopback_judge(openai_server, tmp_path):
         judge_options={"openai:judge": {"base_url": openai_server.base_url}},
     )
     assert out["scores"] == [1.0] and out["ratings"]["openai:judge"] == [10.0]
+
+
+def test_wrong_inputs_give_clear_errors(tmp_path):
+    module = evaluate.load(str(REPO_ROOT / "metrics" / "color_shift"))
+    img = Image.new("RGB", (8, 8), (10, 20, 30))
+    with pytest.raises(ValueError, match="Mismatch in the number of predictions"):
+        module.compute(predictions=[img, img], references=[[img]])
+    with pytest.raises(ValueError, match="expected format"):
+        module.compute(predictions=[img], references=[img])  # references must be lists of images
+    with pytest.raises(FileNotFoundError, match="missing.png"):
+        module.compute(predictions=[str(tmp_path / "missing.png")], references=[[img]])

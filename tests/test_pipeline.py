@@ -156,6 +156,8 @@ def _posts_file(path, n=30):
 def scripted_curator(body):
     text = body["messages"][1]["content"]
     if "Rate the post" in text:
+        if "a cat number 6\n" in text:  # an unknown label, even when re-asked: a counted failure
+            return '{"score": "very relevant"}'
         if "a cat number 3\n" in text:  # a fenced answer with a trailing comma: repaired, still used
             return '```json\n{"score": 4, "note": "fenced",}\n```'
         return '{"score": 5}' if "prompt:" in text else '{"score": 1}'
@@ -179,18 +181,19 @@ def test_build_with_a_scripted_llm(openai_server, tmp_path):
         )
     )
     stages = {s["name"]: s for s in result.report["stages"]}
-    assert stages["query"]["out"] == 31 and stages["relevance"]["out"] == 10  # the 10 posts with a prompt
-    assert stages["relevance"]["score_histogram"] == {
-        "1": 21,
-        "2": 0,
-        "3": 0,
-        "4": 1,
-        "5": 9,
-    }  # 4: repaired fence
     assert (
-        stages["threads"]["out"] == 10 and stages["threads"]["posts_in_trees"] == 11
+        stages["query"]["out"] == 31 and stages["relevance"]["out"] == 9
+    )  # 10 posts with a prompt, 1 failed
+    histogram = stages["relevance"]["score_histogram"]
+    assert histogram == {"1": 21, "2": 0, "3": 0, "4": 1, "5": 8}  # the 4 is the repaired fenced answer
+    assert stages["relevance"]["failures"] == 1 and stages["relevance"]["failed_ids"] == ["x:1006"]
+    failures_file = tmp_path / "out" / "stages" / "failures.jsonl"
+    failures = [json.loads(line) for line in failures_file.read_text().splitlines()]
+    assert failures[0]["raw_text"] == '{"score": "very relevant"}' and "score" in failures[0]["reason"]
+    assert (
+        stages["threads"]["out"] == 9 and stages["threads"]["posts_in_trees"] == 10
     )  # the reply joins a tree
-    assert stages["extract"]["out"] == 10 and stages["extract"]["Benchmark"] == 10
+    assert stages["extract"]["out"] == 9 and stages["extract"]["Benchmark"] == 9
     assert result.report["backend"] == "openai:curator"
     assert result.report["backend_snapshots"] == ["fake-vlm-2026-01-01@fp_test"]
     assert result.report["versions"]["prompts"] == {"relevance": "relevance-v1", "extract": "extract-v1"}
@@ -257,4 +260,4 @@ def test_sigkill_during_relevance_then_resume(openai_server, tmp_path):
     ):
         assert (tmp_path / "killed" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes(), name
     trees = _read_jsonl(tmp_path / "clean" / "stages" / "threads.jsonl", Tree)
-    assert len(trees) == 20
+    assert len(trees) == 19  # 20 posts with a prompt; number 6 failed relevance in both runs alike
