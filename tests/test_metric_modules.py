@@ -136,5 +136,5 @@ def test_wrong_inputs_give_clear_errors(tmp_path):
         module.compute(predictions=[img, img], references=[[img]])
     with pytest.raises(ValueError, match="expected format"):
         module.compute(predictions=[img], references=[img])  # references must be lists of images
-    with pytest.raises(FileNotFoundError, match="missing.png"):
+    with pytest.raises(FileNotFoundError, match=r"missing\.png"):
         module.compute(predictions=[str(tmp_path / "missing.png")], references=[[img]])
