@@ -120,9 +120,11 @@ class Post(_Record):
     def _namespaced(self) -> Post:
         if self.platform not in PLATFORMS:
             raise ValueError(f"unknown platform {self.platform!r}; expected one of {sorted(PLATFORMS)}")
+        prefix = self.platform + ":"  # a plain prefix test: this runs for every collected post (millions)
         for name in ("id", "reply_to_id", "root_id", "quoted_id"):
             value = getattr(self, name)
-            if value is not None and split_post_id(value)[0] != self.platform:
+            if value is not None and (not value.startswith(prefix) or len(value) == len(prefix)):
+                split_post_id(value)  # raises the precise error for an id with no namespace at all
                 raise ValueError(f"{name}={value!r} is not namespaced with platform {self.platform!r}")
         return self
 

@@ -6,7 +6,7 @@ Both modules stay thin shells (PRACTICES.md 2): the conversion of their columns 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,7 +14,7 @@ import pandas as pd
 
 from echo_builder.errors import ConfigError
 
-__all__ = ["grade_outputs", "win_rate_report"]
+__all__ = ["grade_outputs", "verdicts_per_judge", "win_rate_report"]
 
 
 def grade_outputs(
@@ -45,10 +45,7 @@ def grade_outputs(
     Raises:
         ConfigError: lengths differ or no judge is given.
     """
-    from echo_builder.backends import create_backend
-    from echo_builder.backends.caller import ModelCaller, RetryPolicy
-    from echo_builder.cache import CallCache
-    from echo_builder.judge.judging import Judge, JudgeItem
+    from echo_builder.judge.judging import JudgeItem
 
     n = len(prompts)
     if not (len(inputs) == len(outputs) == n):
@@ -58,24 +55,21 @@ def grade_outputs(
     items = [
         JudgeItem(f"sample-{i}", prompts[i], tuple(inputs[i] or ()), "model", outputs[i]) for i in range(n)
     ]
-    cache = CallCache(cache_dir) if cache_dir else None
-    per_judge, statuses, raw, errors = {}, {}, {}, {}
-    try:
-        for spec in judges:
-            backend = create_backend(spec, **(judge_options or {}).get(spec, {}))
-            caller = ModelCaller(
-                backend, cache=cache, concurrency=concurrency, retry=RetryPolicy(max_attempts=max_attempts)
-            )
-            judge = Judge(caller)
-            verdicts = judge.single(items) if mode == "single" else judge.probability(items)
-            per_judge[spec] = [v.rating if v.rating is not None else math.nan for v in verdicts]
-            statuses[spec] = [v.status for v in verdicts]
-            raw[spec] = [v.raw_text for v in verdicts]
-            errors[spec] = [v.error for v in verdicts]
-            backend.close()
-    finally:
-        if cache is not None:
-            cache.close()
+    verdicts = verdicts_per_judge(
+        items,
+        judges,
+        lambda judge, batch: judge.single(batch) if mode == "single" else judge.probability(batch),
+        judge_options=judge_options,
+        cache_dir=cache_dir,
+        concurrency=concurrency,
+        max_attempts=max_attempts,
+    )
+    per_judge = {
+        j: [v.rating if v.rating is not None else math.nan for v in vs] for j, vs in verdicts.items()
+    }
+    statuses = {j: [v.status for v in vs] for j, vs in verdicts.items()}
+    raw = {j: [v.raw_text for v in vs] for j, vs in verdicts.items()}
+    errors = {j: [v.error for v in vs] for j, vs in verdicts.items()}
     ratings = []
     for i in range(n):
         valid = [per_judge[j][i] for j in judges if not math.isnan(per_judge[j][i])]
@@ -87,6 +81,43 @@ def grade_outputs(
         "raw_texts": raw,
         "errors": errors,
     }
+
+
+def verdicts_per_judge(
+    items: Sequence[Any],
+    judges: Sequence[str],
+    run: Callable[[Any, Sequence[Any]], list[Any]],
+    *,
+    judge_options: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | Path | None = None,
+    concurrency: int = 8,
+    max_attempts: int = 6,
+) -> dict[str, list[Any]]:
+    """``{spec: run(Judge(spec), items)}`` for every judge spec, sharing one call cache (when given).
+
+    ``run`` chooses the protocol (``judge.single``, ``judge.probability``, a text-rendering template, ...).
+    """
+    from echo_builder.backends import create_backend
+    from echo_builder.backends.caller import ModelCaller, RetryPolicy
+    from echo_builder.cache import CallCache
+    from echo_builder.judge.judging import Judge
+
+    cache = CallCache(cache_dir) if cache_dir else None
+    out: dict[str, list[Any]] = {}
+    try:
+        for spec in judges:
+            backend = create_backend(spec, **(judge_options or {}).get(spec, {}))
+            caller = ModelCaller(
+                backend, cache=cache, concurrency=concurrency, retry=RetryPolicy(max_attempts=max_attempts)
+            )
+            try:
+                out[spec] = run(Judge(caller), items)
+            finally:
+                backend.close()
+    finally:
+        if cache is not None:
+            cache.close()
+    return out
 
 
 def win_rate_report(

@@ -63,11 +63,9 @@ def text_rendering(
     Raises:
         ConfigError: lengths differ or no judge is given.
     """
-    from echo_builder.backends import create_backend
-    from echo_builder.backends.caller import ModelCaller, RetryPolicy
-    from echo_builder.cache import CallCache
     from echo_builder.errors import ConfigError
-    from echo_builder.judge.judging import Judge, JudgeItem
+    from echo_builder.judge.api import verdicts_per_judge
+    from echo_builder.judge.judging import JudgeItem
     from echo_builder.judge.prompts import TEXT_RENDERING
 
     if len(prompts) != len(outputs):
@@ -80,26 +78,19 @@ def text_rendering(
         JudgeItem(f"sample-{i}", p, (), "model", o)
         for i, (p, o) in enumerate(zip(prompts, outputs, strict=True))
     ]
-    cache = CallCache(cache_dir) if cache_dir else None
-    ratings: dict[str, list[float]] = {}
-    statuses: dict[str, list[str]] = {}
-    raw: dict[str, list[str]] = {}
-    errors: dict[str, list[str | None]] = {}
-    try:
-        for spec in judges:
-            backend = create_backend(spec, **(judge_options or {}).get(spec, {}))
-            caller = ModelCaller(
-                backend, cache=cache, concurrency=concurrency, retry=RetryPolicy(max_attempts=max_attempts)
-            )
-            verdicts = Judge(caller).single(items, template=TEXT_RENDERING, criterion="text_rendering")
-            ratings[spec] = [v.rating if v.rating is not None else math.nan for v in verdicts]
-            statuses[spec] = [v.status for v in verdicts]
-            raw[spec] = [v.raw_text for v in verdicts]
-            errors[spec] = [v.error for v in verdicts]
-            backend.close()
-    finally:
-        if cache is not None:
-            cache.close()
+    verdicts = verdicts_per_judge(
+        items,
+        judges,
+        lambda judge, batch: judge.single(batch, template=TEXT_RENDERING, criterion="text_rendering"),
+        judge_options=judge_options,
+        cache_dir=cache_dir,
+        concurrency=concurrency,
+        max_attempts=max_attempts,
+    )
+    ratings = {j: [v.rating if v.rating is not None else math.nan for v in vs] for j, vs in verdicts.items()}
+    statuses = {j: [v.status for v in vs] for j, vs in verdicts.items()}
+    raw = {j: [v.raw_text for v in vs] for j, vs in verdicts.items()}
+    errors = {j: [v.error for v in vs] for j, vs in verdicts.items()}
     values, reasons = [], []
     for i in range(len(items)):
         valid = [normalise_rating(ratings[j][i]) for j in judges if not math.isnan(ratings[j][i])]
