@@ -500,8 +500,19 @@ def _print_table(board: Any, fmt: str) -> None:
     show_default=True,
     help="A model without an output loses the comparison, or the comparison is skipped.",
 )
-@click.option("--n-boot", default=1000, show_default=True, help="Bootstrap replicates (resampling prompts).")
+@click.option(
+    "--n-boot",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Bootstrap replicates (resampling prompts).",
+)
 @click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--bootstrap-judges",
+    is_flag=True,
+    help="Pool the judges' comparisons and resample judges as well as prompts (default: majority vote per comparison).",
+)
 def leaderboard(
     run: str | None,
     votes: str | None,
@@ -512,6 +523,7 @@ def leaderboard(
     missing: str,
     n_boot: int,
     seed: int,
+    bootstrap_judges: bool,
 ) -> None:
     """Rank models from a judge RUN folder, or from human pairwise --votes.
 
@@ -524,11 +536,19 @@ def leaderboard(
     if sum(bool(x) for x in (run, votes, example)) != 1:
         raise click.UsageError("give exactly one of RUN, --votes FILE or --example")
     if run:
-        board = leaderboard_from_run(run, missing=missing, n_boot=n_boot, seed=seed)  # type: ignore[arg-type]
         if models:
             raise click.UsageError("--models applies to --votes only")
+        board = leaderboard_from_run(
+            run,
+            missing=missing,  # type: ignore[arg-type]
+            n_boot=n_boot,
+            seed=seed,
+            bootstrap_judges=bootstrap_judges,
+        )
         plots = Path(plots_dir) if plots_dir else Path(run) / "plots"
     else:
+        if bootstrap_judges:
+            raise click.UsageError("--bootstrap-judges applies to a judge RUN only")
         if example:
             from echo_builder.examples import example_votes_path
 

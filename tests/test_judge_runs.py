@@ -111,6 +111,13 @@ def test_majority_of_three_judges_and_judge_order_does_not_matter(bench, openai_
     assert (tmp_path / "run0" / "plots" / "tradeoff.png").is_file()
     assert len(tmap) == 3 * 3
     assert set(board.tradeoff["relation"]) == {"undetermined"}
+    # pooling the judges and resampling them too widens the intervals (judge 1 disagrees with the others)
+    pooled = leaderboard_from_run(tmp_path / "run0", n_boot=300, bootstrap_judges=True).table.set_index(
+        "model"
+    )
+    # green per judge: vs red 6 samples (judge 1 prefers red), vs lazy 4 judged + 2 missing -> (12 + 8 + 6) / 36
+    assert pooled.loc["green", "win_rate"] == pytest.approx(26 / 36)
+    assert pooled.loc["green", "ci_high"] - pooled.loc["green", "ci_low"] > 0.2
     assert board.tradeoff["reason"].str.contains("constant").all()
     # 3 judges x 12 distinct requests (lazy's red images equal red's: sent once); later permutations hit the cache
     assert openai_server.calls == 3 * 12

@@ -182,7 +182,12 @@ def pairwise_comparisons(
 
 
 def leaderboard_from_comparisons(
-    comparisons: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, title: str = ""
+    comparisons: pd.DataFrame,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    title: str = "",
+    over_judges: bool = False,
 ) -> Leaderboard:
     """Leaderboard from a Comparisons table with one judge (e.g. majority-voted) or human votes."""
     from echo_builder.stats import bootstrap_bradley_terry, bootstrap_win_rates, head_to_head
@@ -191,7 +196,7 @@ def leaderboard_from_comparisons(
         raise ConfigError(
             "no comparisons to rank: every comparison failed, was skipped or there is one model"
         )
-    wins = bootstrap_win_rates(comparisons, n_boot=n_boot, seed=seed)
+    wins = bootstrap_win_rates(comparisons, n_boot=n_boot, seed=seed, over_judges=over_judges)
     prior = _bt_prior(comparisons)
     try:
         bt = bootstrap_bradley_terry(comparisons, n_boot=n_boot, seed=seed, prior=prior)
@@ -219,7 +224,7 @@ def leaderboard_from_comparisons(
         "n_failures",
         "n_missing",
     ]
-    meta = {"title": title, "n_boot": n_boot, "bt_prior": prior}
+    meta = {"title": title, "n_boot": n_boot, "bt_prior": prior, "bootstrap_over_judges": over_judges}
     return Leaderboard(table[columns], head_to_head(comparisons), meta=meta)
 
 
@@ -238,9 +243,19 @@ def _bt_prior(comparisons: pd.DataFrame) -> float:
 
 
 def leaderboard_from_run(
-    run_dir: str | Path, *, missing: Literal["loss", "skip"] = "loss", n_boot: int = 1000, seed: int = 0
+    run_dir: str | Path,
+    *,
+    missing: Literal["loss", "skip"] = "loss",
+    n_boot: int = 1000,
+    seed: int = 0,
+    bootstrap_judges: bool = False,
 ) -> Leaderboard:
-    """Leaderboard of a judge run folder (``verdicts.parquet``), any mode, any number of judges."""
+    """Leaderboard of a judge run folder (``verdicts.parquet``), any mode, any number of judges.
+
+    By default several judges are combined per comparison by strict majority and the bootstrap resamples prompts.
+    With ``bootstrap_judges=True`` the judges' comparisons are pooled instead and the bootstrap resamples judges as
+    well as prompts, so the interval also reflects which judges were chosen (ECHO Flow 2, "optionally over judges").
+    """
     from echo_builder.judge.run import read_verdicts
     from echo_builder.stats import failure_counts, majority_vote, pseudo_pairwise, win_rates_by_tie_treatment
 
@@ -261,9 +276,16 @@ def leaderboard_from_run(
         per_judge = pseudo_pairwise(ratings, missing=missing)
         failures = failure_counts(ratings)
         fails = ratings[ratings["status"] != "ok"][["model", "judge", "status"]]
-    combined = majority_vote(per_judge) if per_judge["judge"].nunique() > 1 else per_judge
     judges = sorted({v.judge for v in verdicts})
-    board = leaderboard_from_comparisons(combined, n_boot=n_boot, seed=seed, title=f"({', '.join(judges)})")
+    if bootstrap_judges:
+        board = leaderboard_from_comparisons(
+            per_judge, n_boot=n_boot, seed=seed, title=f"({', '.join(judges)}, pooled)", over_judges=True
+        )
+    else:
+        combined = majority_vote(per_judge) if per_judge["judge"].nunique() > 1 else per_judge
+        board = leaderboard_from_comparisons(
+            combined, n_boot=n_boot, seed=seed, title=f"({', '.join(judges)})"
+        )
     judge_fail = fails[fails["status"] != "missing_output"].groupby("model").size()
     # missing outputs are per model and sample; every judge records them, so count distinct samples
     missing_rows = [
