@@ -24,12 +24,20 @@ def register_rule(stage: str) -> Callable[[Callable[..., Any]], Callable[..., An
     """Decorator registering ``fn`` as the rules implementation of ``stage``; a second one for a stage is an error."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if stage in _RULES and _RULES[stage] is not fn:
-            raise ConfigError(f"a rules implementation for stage {stage!r} is already registered")
+        existing = _RULES.get(stage)
+        # the same function imported twice (e.g. by a doctest collector) is a re-registration, not a clash
+        if existing is not None and _qualified(existing) != _qualified(fn):
+            raise ConfigError(
+                f"a rules implementation for stage {stage!r} is already registered ({_qualified(existing)})"
+            )
         _RULES[stage] = fn
         return fn
 
     return decorate
+
+
+def _qualified(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
 def registered_rules() -> dict[str, Callable[..., Any]]:

@@ -1,0 +1,5 @@
+"""Curation stages (ECHO Flow 1): query, relevance, threads, extract; media and the VLM stages come next.
+
+Each stage is one module with a versioned prompt template, a pydantic schema for the model's answer, and a rules
+implementation registered with :func:`echo_builder.backends.rules.register_rule` so it runs with no model.
+"""
