@@ -37,14 +37,32 @@ def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 
 class _Group(click.Group):
-    """Turns echo-bench errors into one clear line and exit code 1 instead of a traceback."""
+    """Turns expected errors into one clear line and exit code 1 instead of a traceback, and shows library
+    warnings (e.g. dropped self-battle votes) as one-line notes."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        import warnings
+
+        from pydantic import ValidationError
+
+        def note(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+            click.echo(f"note: {message}", err=True)
+
+        previous = warnings.showwarning
+        warnings.showwarning = note  # type: ignore[assignment]
         try:
             return super().invoke(ctx)
-        except EchoError as exc:
+        except (EchoError, FileNotFoundError, NotADirectoryError) as exc:
             click.echo(f"error: {redact(str(exc))}", err=True)
             ctx.exit(1)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()
+            )
+            click.echo(f"error: invalid option: {redact(problems)}", err=True)
+            ctx.exit(1)
+        finally:
+            warnings.showwarning = previous
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -87,7 +105,14 @@ def backends_list() -> None:
 @click.option(
     "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Backend option; repeatable."
 )
-@click.option("--timeout", "timeout_s", default=60.0, show_default=True, help="Seconds before giving up.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds before giving up.",
+)
 def backends_ping(spec: str, base_url: str | None, options: tuple[str, ...], timeout_s: float) -> None:
     """Send one tiny request to SPEC and print its latency and model snapshot."""
     from echo_builder.backends import GenerationParams, create_backend, user_message
@@ -178,7 +203,12 @@ def _backend_options(
     help="Judge backend, e.g. openai:gpt-4o or transformers:PATH; repeat for an ensemble.",
 )
 @click.option(
-    "--mode", type=click.Choice(["single", "pairwise", "probability"]), default="single", show_default=True
+    "--mode",
+    type=click.Choice(["single", "pairwise", "probability"]),
+    default="single",
+    show_default=True,
+    help="single: rate each output 1-10; pairwise: compare two outputs in both orders; probability: expected rating "
+    "from token probabilities.",
 )
 @click.option(
     "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Run folder to write."
@@ -190,11 +220,26 @@ def _backend_options(
     "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Backend option; repeatable."
 )
 @click.option(
-    "--concurrency", default=8, show_default=True, help="Judge calls in flight (batch size for local models)."
+    "--concurrency",
+    default=8,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Judge calls in flight (batch size for local models).",
 )
-@click.option("--timeout", "timeout_s", default=120.0, show_default=True, help="Seconds per attempt.")
 @click.option(
-    "--max-attempts", default=6, show_default=True, help="Attempts per call before a recorded failure."
+    "--timeout",
+    "timeout_s",
+    default=120.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds per attempt.",
+)
+@click.option(
+    "--max-attempts",
+    default=6,
+    show_default=True,
+    type=click.IntRange(1, 100),
+    help="Attempts per call before a recorded failure.",
 )
 @click.option(
     "--cache", "cache_dir", type=click.Path(file_okay=False), help="Call cache folder (default RUN/cache)."
@@ -206,7 +251,7 @@ def _backend_options(
     show_default=True,
     help="probability mode: expected 1-9 rating, or TRIGScore from Good/Medium/Bad.",
 )
-@click.option("--limit", type=int, help="Judge only the first N samples.")
+@click.option("--limit", type=click.IntRange(min=1), help="Judge only the first N samples.")
 def judge(
     benchmark: str,
     config_name: str,
@@ -259,6 +304,10 @@ def judge(
             f"snapshot {', '.join(j['snapshots']) or 'not reported'}"
         )
     click.echo(f"wrote {result.out_dir}; next: echo-bench leaderboard {result.out_dir}")
+    judged = s["n_verdicts"] - s["statuses"].get("missing_output", 0)
+    if judged and not s["ok_verdicts"]:
+        click.echo("error: every judgment failed; see the error column of verdicts.parquet", err=True)
+        sys.exit(1)
 
 
 @cli.command()
@@ -286,9 +335,16 @@ def judge(
     type=click.Path(exists=True, dir_okay=False),
     help="Keyword list (JSON, or text: one term per line, optional TAB/| window in days).",
 )
-@click.option("--format", "source_format", help="Force a source format instead of auto-detection.")
+@click.option(
+    "--format",
+    "source_format",
+    type=click.Choice(["x_api", "x_graphql", "reddit", "bluesky", "collection", "jsonl"]),
+    help="Force a source format instead of auto-detection.",
+)
 @click.option("--threshold", default=4, show_default=True, type=click.IntRange(1, 5), help="Relevance kept.")
-@click.option("--concurrency", default=8, show_default=True, help="Model calls in flight.")
+@click.option(
+    "--concurrency", default=8, show_default=True, type=click.IntRange(min=1), help="Model calls in flight."
+)
 @click.option(
     "--cache", "cache_dir", type=click.Path(file_okay=False), help="Call cache folder (default OUT/cache)."
 )
@@ -478,7 +534,9 @@ def _print_table(board: Any, fmt: str) -> None:
 @cli.command()
 @click.argument("run", required=False, type=click.Path(exists=True))
 @click.option(
-    "--votes", type=click.Path(exists=True, dir_okay=False), help="Pairwise votes (model_a, model_b, winner)."
+    "--votes",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Pairwise votes with model_a, model_b, winner (JSON list, JSON Lines or CSV).",
 )
 @click.option("--example", is_flag=True, help="Rank the bundled example votes (four fictional models).")
 @click.option(
@@ -504,10 +562,10 @@ def _print_table(board: Any, fmt: str) -> None:
     "--n-boot",
     default=1000,
     show_default=True,
-    type=click.IntRange(min=1),
-    help="Bootstrap replicates (resampling prompts).",
+    type=click.IntRange(min=10),
+    help="Bootstrap replicates (resampling prompts); intervals need many, 1,000 is standard.",
 )
-@click.option("--seed", default=0, show_default=True)
+@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap resampling.")
 @click.option(
     "--bootstrap-judges",
     is_flag=True,

@@ -18,7 +18,7 @@ from tests.test_judge import _images
 def _run(*args: str) -> str:
     result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    return result.output
+    return result.stdout
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ SAMPLES = [f"s{i}" for i in range(6)]
 def _run(*args: str):
     result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    return result.output
+    return result.stdout
 
 
 @pytest.fixture
@@ -269,3 +269,60 @@ def test_example_leaderboard_recovers_the_true_order():
     text = _run("leaderboard", "--example", "--n-boot", "200")
     order = [line.split()[1] for line in text.splitlines() if line[:2].strip().isdigit()]
     assert order == ["aurora-xl", "brushwork-2", "canvas-lite", "doodle-mini"]
+
+
+def test_judge_cli_exit_codes_and_guards(bench, openai_server, tmp_path):
+    from tests.helpers.openai_server import FaultPlan
+
+    openai_server.faults = FaultPlan(always=lambda body: True, always_kind="400")
+    out = tmp_path / "run"
+    failed = CliRunner().invoke(cli, _judge_args(bench, openai_server, out, ["j"]))
+    assert failed.exit_code == 1 and "every judgment failed" in failed.output
+    assert (out / "verdicts.parquet").is_file()  # the failures are still recorded
+    pairwise = CliRunner().invoke(cli, [*_judge_args(bench, openai_server, out, ["j"]), "--mode", "pairwise"])
+    assert pairwise.exit_code == 1 and "holds a single run" in pairwise.output
+    for option, value in (
+        ("--limit", "0"),
+        ("--concurrency", "0"),
+        ("--timeout", "-1"),
+        ("--max-attempts", "0"),
+    ):
+        bad = CliRunner().invoke(
+            cli, [*_judge_args(bench, openai_server, tmp_path / "x", ["j"]), option, value]
+        )
+        assert bad.exit_code == 2 and option in bad.output and "Traceback" not in bad.output
+    folder, outputs = bench
+    missing = CliRunner().invoke(
+        cli,
+        [
+            "judge",
+            "--benchmark",
+            str(tmp_path / "nope"),
+            "--config",
+            "text_to_image",
+            "--outputs",
+            str(outputs),
+            "--judge",
+            "openai:j",
+            "--out",
+            str(tmp_path / "y"),
+        ],
+    )
+    assert missing.exit_code == 1 and missing.output.startswith("error: benchmark folder")
+    wrong = CliRunner().invoke(
+        cli,
+        [
+            "judge",
+            "--benchmark",
+            str(folder),
+            "--config",
+            "image_to_image",
+            "--outputs",
+            str(outputs),
+            "--judge",
+            "openai:j",
+            "--out",
+            str(tmp_path / "z"),
+        ],
+    )
+    assert wrong.exit_code == 1 and "configs present: text_to_image" in wrong.output

@@ -154,6 +154,7 @@ def run_judging(
     Raises:
         ConfigError: no judges, no models, unknown mode, or unreadable outputs.
     """
+    from echo_builder.judge.leaderboard import missing_models
     from echo_dataset.loading import read_config
 
     if not judges:
@@ -162,13 +163,26 @@ def run_judging(
         raise ConfigError(f"a judge is listed twice: {list(judges)}")
     if mode not in ("single", "pairwise", "probability"):
         raise ConfigError(f"unknown mode {mode!r}; use single, pairwise or probability")
-    samples = read_config(benchmark, config)
-    if limit is not None:
-        samples = samples[:limit]
+    if limit is not None and limit < 1:
+        raise ConfigError(f"limit must be >= 1, got {limit}")
+    all_samples = read_config(benchmark, config)
+    samples = all_samples[:limit] if limit is not None else all_samples
     outputs = discover_outputs(outputs_dir)
-    known = {row["id"] for row in samples}
-    stray = {m: sorted(set(files) - known) for m, files in outputs.items() if set(files) - known}
+    in_benchmark = {row["id"] for row in all_samples}
+    stray = {
+        m: sorted(set(files) - in_benchmark) for m, files in outputs.items() if set(files) - in_benchmark
+    }
     out = Path(out_dir)
+    previous = out / RUN_FILE
+    if previous.is_file():
+        try:
+            previous_mode = json.loads(previous.read_text()).get("mode")
+        except (OSError, json.JSONDecodeError):
+            previous_mode = None
+        if previous_mode not in (None, mode):
+            raise ConfigError(
+                f"{out} holds a {previous_mode} run; a {mode} run would replace its verdicts. Choose another --out."
+            )
     out.mkdir(parents=True, exist_ok=True)
     cache = CallCache(cache_dir or out / "cache")
     per_sample = _items(samples, outputs)
@@ -227,7 +241,20 @@ def run_judging(
         "prompt_version": prompt.version,
         "n_samples": len(samples),
         "models": sorted(outputs),
-        "missing_outputs": {m: sum(1 for s in known if s not in outputs[m]) for m in sorted(outputs)},
+        # no file, or a file that cannot be decoded: both are missing outputs, counted once per sample
+        "missing_outputs": {
+            m: len(
+                {
+                    v.sample_id
+                    for v in verdicts
+                    if v.status == "missing_output"
+                    and m in (v.model, v.model_a, v.model_b)
+                    and (v.mode != "pairwise" or m in missing_models(v))
+                }
+            )
+            for m in sorted(outputs)
+        },
+        "ok_verdicts": sum(1 for v in verdicts if v.status == "ok"),
         "stray_outputs": {m: len(v) for m, v in stray.items()},
         "judges": judge_info,
         "n_verdicts": len(verdicts),
