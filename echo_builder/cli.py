@@ -390,17 +390,31 @@ def build(
         cache_dir=cache_dir,
         resume=resume,
     )
-    click.echo(f"{'stage':<10} {'in':>8} {'out':>8} {'failures':>8}")
+    header_shown = False
 
     def show(entry: dict[str, Any]) -> None:
+        nonlocal header_shown
+        if not header_shown:  # printed with the first finished stage, so a failed start prints only the error
+            click.echo(f"{'stage':<10} {'in':>8} {'out':>8} {'failures':>8}")
+            header_shown = True
         click.echo(f"{entry['name']:<10} {entry['in']:>8} {entry['out']:>8} {entry['failures']:>8}")
 
     result = run_build(config, on_stage=show)
-    extract = result.report["stages"][-1]
+    stages = {entry["name"]: entry for entry in result.report["stages"]}
+    extract = stages["extract"]
     click.echo(
         f"\nsamples: {extract['out']} (Benchmark {extract['Benchmark']}, Analysis {extract['Analysis']}, "
         f"Trash {extract['Trash']}); report: {result.out_dir / 'report.json'}"
     )
+    dead = [
+        n for n in ("relevance", "extract") if stages[n]["in"] and stages[n]["failures"] == stages[n]["in"]
+    ]
+    if dead:
+        click.echo(
+            f"error: every model call of {' and '.join(dead)} failed; see {result.out_dir / 'stages' / 'failures.jsonl'}",
+            err=True,
+        )
+        sys.exit(1)
 
 
 @cli.command()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -124,12 +125,31 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     """
     from echo_builder.sources import read_posts
     from echo_builder.stages.extract import EXTRACT_PROMPT, run_extract, sample_summary
-    from echo_builder.stages.query import default_keywords, load_keywords, run_query
+    from echo_builder.stages.query import default_keywords, load_keywords, parse_launch_date, run_query
     from echo_builder.stages.relevance import RELEVANCE_PROMPT, run_relevance
     from echo_builder.stages.threads import build_trees
 
+    # everything that can be wrong with the options is checked before any stage runs or any file is written
+    if not 1 <= config.relevance_threshold <= 5:
+        raise ConfigError(f"relevance threshold must be 1-5, got {config.relevance_threshold}")
+    if config.concurrency < 1:
+        raise ConfigError(f"concurrency must be >= 1, got {config.concurrency}")
+    keywords = (
+        load_keywords(config.keywords_file) if config.keywords_file else default_keywords(config.target_model)
+    )
+    launch = parse_launch_date(config.launch_date)
+    if launch is None and any(k.window_days is not None for k in keywords):
+        raise ConfigError(
+            "time-windowed keywords need the target model's launch date (--launch-date YYYY-MM-DD)"
+        )
+    caller = _caller(config)
     out = _prepare_out(config)
     stages_dir = out / "stages"
+    cache = None
+    if caller is not None:
+        from echo_builder.cache import CallCache
+
+        cache = caller.cache = CallCache(config.cache_dir or out / "cache")
     entries: list[dict[str, Any]] = []
     timings: dict[str, float] = {}
 
@@ -139,15 +159,20 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         if on_stage is not None:
             on_stage(entry)
 
-    caller, cache = _caller(config, out)
     try:
         # collect
         started = time.perf_counter()
         collected = read_posts(list(config.sources), format=config.source_format)
         posts: list[Post] = list(collected.posts)
-        problems = [p.as_dict() if hasattr(p, "as_dict") else dict(vars(p)) for p in collected.problems]
-        if not posts and problems:
-            raise ConfigError(f"no post could be read from {list(map(str, config.sources))}: {problems[0]}")
+        problems = [dict(vars(p)) for p in collected.problems]
+        errors = [p for p in problems if p.get("level", "error") == "error"]
+        if not posts:
+            shutil.rmtree(stages_dir, ignore_errors=True)  # nothing was done: leave no half-made build behind
+            detail = "; ".join(_describe(p) for p in errors[:3]) or "no file in a supported format"
+            skipped = list(getattr(collected, "skipped_files", []))
+            if skipped:
+                detail += f" (skipped: {', '.join(map(str, skipped[:5]))})"
+            raise ConfigError(f"no post could be read from {', '.join(map(str, config.sources))}: {detail}")
         _write_jsonl(stages_dir / "collect.jsonl", posts)
         _write_jsonl(stages_dir / "collect_problems.jsonl", problems)
         finish(
@@ -155,7 +180,8 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
                 "name": "collect",
                 "in": len(config.sources),
                 "out": len(posts),
-                "failures": len(problems),
+                "failures": len(errors),
+                "notes": len(problems) - len(errors),
                 "duplicates": getattr(collected, "duplicates", 0),
             },
             started,
@@ -163,12 +189,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
 
         # query
         started = time.perf_counter()
-        keywords = (
-            load_keywords(config.keywords_file)
-            if config.keywords_file
-            else default_keywords(config.target_model)
-        )
-        queried = run_query(posts, keywords, launch_date=config.launch_date)
+        queried = run_query(posts, keywords, launch_date=launch)
         _write_jsonl(
             stages_dir / "query.jsonl",
             [{"post_id": p.id, "matched": list(queried.matches[p.id])} for p in queried.kept],
@@ -288,25 +309,27 @@ def _label(config: BuildConfig, stage: str) -> str | None:
     return stage if config.progress else None
 
 
-def _caller(config: BuildConfig, out: Path) -> tuple[Any, Any]:
+def _caller(config: BuildConfig) -> Any:
+    """The model caller for ``config.backend`` (``None`` for rules); its cache is attached once the folder exists."""
     if config.backend.strip() == "rules":
         if config.backend_options:
             raise ConfigError(f"the rules backend takes no options, got {sorted(config.backend_options)}")
-        return None, None
+        return None
     from echo_builder.backends import create_backend
     from echo_builder.backends.caller import ModelCaller, RetryPolicy
-    from echo_builder.cache import CallCache
 
     backend = create_backend(config.backend, **config.backend_options)
-    cache = CallCache(config.cache_dir or out / "cache")
-    caller = ModelCaller(
+    return ModelCaller(
         backend,
-        cache=cache,
         concurrency=config.concurrency,
         timeout_s=config.timeout_s,
         retry=RetryPolicy(max_attempts=config.max_attempts),
     )
-    return caller, cache
+
+
+def _describe(problem: dict[str, Any]) -> str:
+    where = str(problem.get("file")) + (f" ({problem['location']})" if problem.get("location") else "")
+    return f"{where}: {problem.get('reason')}"
 
 
 def _snapshots(cache_dir: str | Path, backend_id: str) -> set[str]:

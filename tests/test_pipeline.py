@@ -261,3 +261,59 @@ def test_sigkill_during_relevance_then_resume(openai_server, tmp_path):
         assert (tmp_path / "killed" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes(), name
     trees = _read_jsonl(tmp_path / "clean" / "stages" / "threads.jsonl", Tree)
     assert len(trees) == 19  # 20 posts with a prompt; number 6 failed relevance in both runs alike
+
+
+def test_build_checks_options_before_any_work(tmp_path):
+    posts = _posts_file(tmp_path / "posts.jsonl", n=6)
+    out = tmp_path / "out"
+
+    def run(*extra):
+        return CliRunner().invoke(cli, ["build", str(posts), "--out", str(out), *extra])
+
+    bad_date = run("--launch-date", "2025-13-45", "--target-model", "GPT-4o")
+    assert bad_date.exit_code == 1 and "launch date must be YYYY-MM-DD" in bad_date.output
+    assert not (out / "stages").exists() and "stage" not in bad_date.stdout  # nothing written, no stray table
+    for name, content, message in [
+        ("window.json", '[{"term": "GPT-4o", "window_days": "x"}]', "window_days must be a whole number"),
+        ("dict.json", '{"GPT-4o": "x"}', "expected a list of keywords"),
+        ("empty.txt", "# nothing\n", "holds no keyword"),
+        ("negative.txt", "GPT-4o|-5\n", "negative.txt:1"),
+    ]:
+        path = tmp_path / name
+        path.write_text(content)
+        result = run("--keywords", str(path), "--launch-date", "2025-03-25")
+        assert result.exit_code == 1 and message in result.output, (name, result.output)
+        assert not (out / "stages").exists()
+    assert run("--target-model", "GPT-4o").exit_code == 0  # the fixed command then works without --resume
+
+
+def test_build_with_nothing_readable_fails_clearly(tmp_path):
+    folder = tmp_path / "junk"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("hello")
+    (folder / "blob.bin").write_bytes(os.urandom(64))
+    result = CliRunner().invoke(cli, ["build", str(folder), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1 and "no post could be read" in result.output
+    assert not (tmp_path / "out" / "stages").exists()
+
+
+def test_build_exits_nonzero_when_every_model_call_fails(openai_server, tmp_path):
+    openai_server.reply = lambda body: "ok [[7]]"  # never the JSON the stages ask for
+    posts = _posts_file(tmp_path / "posts.jsonl", n=6)
+    result = CliRunner().invoke(
+        cli,
+        [
+            "build",
+            str(posts),
+            "--out",
+            str(tmp_path / "out"),
+            "--backend",
+            "openai:curator",
+            "--base-url",
+            openai_server.base_url,
+            "--target-model",
+            "GPT-4o",
+        ],
+    )
+    assert result.exit_code == 1 and "every model call of relevance failed" in result.output
+    assert (tmp_path / "out" / "report.json").is_file()  # the failures are recorded, not lost

@@ -21,7 +21,7 @@ from pathlib import Path
 from echo_builder.errors import ConfigError
 from echo_builder.records import Post
 
-__all__ = ["Keyword", "QueryResult", "default_keywords", "load_keywords", "run_query"]
+__all__ = ["Keyword", "QueryResult", "default_keywords", "load_keywords", "parse_launch_date", "run_query"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,17 @@ class Keyword:
     term: str
     window_days: int | None = None
     before_days: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.term, str) or not self.term.strip():
+            raise ConfigError(f"a keyword needs a non-empty term, got {self.term!r}")
+        for name, value in (("window_days", self.window_days), ("before_days", self.before_days)):
+            if value is None and name == "window_days":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(
+                    f"keyword {self.term!r}: {name} must be a whole number of days >= 0, got {value!r}"
+                )
 
     def pattern(self) -> re.Pattern[str]:
         # \b fails next to non-word characters such as "-" or "+", so spell out "not preceded/followed by a letter
@@ -52,47 +63,58 @@ def load_keywords(path: str | Path) -> list[Keyword]:
     """Keywords from a file: JSON (``[{"term", "window_days", "before_days"}]`` or ``{"keywords": [...]}``) or
     text, one term per line with an optional tab- or ``|``-separated window in days; ``#`` starts a comment.
 
-    Raises :class:`ConfigError` naming the file and line of a malformed entry.
+    Raises :class:`ConfigError` naming the file and line (or entry) of a malformed keyword, and for a file that
+    holds none.
     """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read keywords file {path}: {exc}") from None
+    out: list[Keyword] = []
     if path.suffix.lower() == ".json":
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}: not valid JSON ({exc})") from None
-        entries = data.get("keywords", []) if isinstance(data, dict) else data
-        out = []
-        for i, entry in enumerate(entries):
-            entry = {"term": entry} if isinstance(entry, str) else entry
-            try:
-                out.append(
-                    Keyword(str(entry["term"]), entry.get("window_days"), int(entry.get("before_days", 0)))
+        if isinstance(data, dict):
+            if "keywords" not in data:
+                raise ConfigError(
+                    f"{path}: expected a list of keywords or {{'keywords': [...]}}, got keys {sorted(data)}"
                 )
-            except (KeyError, TypeError, ValueError, AttributeError):
+            data = data["keywords"]
+        if not isinstance(data, list):
+            raise ConfigError(f"{path}: expected a list of keywords, got {type(data).__name__}")
+        for i, entry in enumerate(data):
+            entry = {"term": entry} if isinstance(entry, str) else entry
+            if not isinstance(entry, dict) or "term" not in entry:
                 raise ConfigError(
                     f"{path}: keyword {i} must be a term or {{'term', 'window_days'}}, got {entry!r}"
-                ) from None
-        return out
-    out = []
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        window = None
-        parts = re.split(r"\t|\|", line, maxsplit=1)
-        term = parts[0].strip()
-        if len(parts) == 2 and parts[1].strip():
+                )
             try:
-                window = int(parts[1].strip())
-            except ValueError:
-                raise ConfigError(
-                    f"{path}:{number}: window must be a whole number of days, got {parts[1]!r}"
-                ) from None
-        out.append(Keyword(term, window))
+                out.append(Keyword(entry["term"], entry.get("window_days"), entry.get("before_days", 0)))
+            except ConfigError as exc:
+                raise ConfigError(f"{path}: keyword {i}: {exc}") from None
+    else:
+        for number, line in enumerate(text.splitlines(), 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            window = None
+            parts = re.split(r"\t|\|", line, maxsplit=1)
+            if len(parts) == 2 and parts[1].strip():
+                try:
+                    window = int(parts[1].strip())
+                except ValueError:
+                    raise ConfigError(
+                        f"{path}:{number}: window must be a whole number of days, got {parts[1]!r}"
+                    ) from None
+            try:
+                out.append(Keyword(parts[0].strip(), window))
+            except ConfigError as exc:
+                raise ConfigError(f"{path}:{number}: {exc}") from None
+    if not out:
+        raise ConfigError(f"{path} holds no keyword")
     return out
 
 
@@ -124,7 +146,7 @@ def _in_window(post: Post, keyword: Keyword, launch: datetime | None) -> bool:
     return start <= post.created_at <= launch + timedelta(days=keyword.window_days)
 
 
-def _launch(launch_date: date | datetime | str | None) -> datetime | None:
+def parse_launch_date(launch_date: date | datetime | str | None) -> datetime | None:
     if launch_date is None:
         return None
     if isinstance(launch_date, str):
@@ -144,7 +166,7 @@ def run_query(
 
     Raises :class:`ConfigError` for a windowed keyword without a launch date.
     """
-    launch = _launch(launch_date)
+    launch = parse_launch_date(launch_date)
     if launch is None and any(k.window_days is not None for k in keywords):
         raise ConfigError(
             "time-windowed keywords need the target model's launch date (--launch-date YYYY-MM-DD)"
