@@ -122,6 +122,9 @@ def backends_ping(spec: str, base_url: str | None, options: tuple[str, ...], tim
     if base_url:
         opts["base_url"] = base_url
     backend = create_backend(spec, **opts)
+    if not backend.needs_target:  # the rules baseline runs locally and answers no prompts: nothing to reach
+        click.echo(f"{backend.backend_id}: offline baseline, always available (no model to ping)")
+        return
     caller = ModelCaller(
         backend, timeout_s=timeout_s, retry=RetryPolicy(max_attempts=2, initial_backoff_s=0.5)
     )

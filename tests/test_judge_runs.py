@@ -326,3 +326,11 @@ def test_judge_cli_exit_codes_and_guards(bench, openai_server, tmp_path):
         ],
     )
     assert wrong.exit_code == 1 and "configs present: text_to_image" in wrong.output
+
+
+def test_vote_groups_that_never_met_are_flagged(tmp_path):
+    path = tmp_path / "votes.csv"
+    path.write_text("\ufeffmodel_a,model_b,winner\na,b,model_a\nb,a,tie\nc,d,model_b\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["leaderboard", "--votes", str(path), "--n-boot", "20"])
+    assert result.exit_code == 0, result.output  # the byte-order mark is not part of the first column's name
+    assert "2 groups that were never compared" in result.output and "a, b; c, d" in result.output

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,8 +225,40 @@ def leaderboard_from_comparisons(
         "n_failures",
         "n_missing",
     ]
-    meta = {"title": title, "n_boot": n_boot, "bt_prior": prior, "bootstrap_over_judges": over_judges}
+    meta = {
+        "title": title,
+        "n_boot": n_boot,
+        "bt_prior": prior,
+        "bootstrap_over_judges": over_judges,
+        "groups": _connected_groups(comparisons),
+    }
+    if len(meta["groups"]) > 1:
+        warnings.warn(
+            f"the models form {len(meta['groups'])} groups that were never compared with each other "
+            f"({'; '.join(', '.join(g) for g in meta['groups'])}); win rates and ratings are comparable only within "
+            "a group: rank each group separately (e.g. --models PATTERN)",
+            stacklevel=2,
+        )
     return Leaderboard(table[columns], head_to_head(comparisons), meta=meta)
+
+
+def _connected_groups(comparisons: pd.DataFrame) -> list[list[str]]:
+    """Models grouped by who was compared with whom (connected components of the comparison graph)."""
+    parent: dict[str, str] = {}
+
+    def find(m: str) -> str:
+        parent.setdefault(m, m)
+        while parent[m] != m:
+            parent[m] = parent[parent[m]]
+            m = parent[m]
+        return m
+
+    for a, b in zip(comparisons["model_a"], comparisons["model_b"], strict=True):
+        parent[find(a)] = find(b)
+    groups: dict[str, list[str]] = {}
+    for m in sorted(parent):
+        groups.setdefault(find(m), []).append(m)
+    return sorted(groups.values())
 
 
 def _bt_prior(comparisons: pd.DataFrame) -> float:

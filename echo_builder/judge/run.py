@@ -183,6 +183,8 @@ def run_judging(
             raise ConfigError(
                 f"{out} holds a {previous_mode} run; a {mode} run would replace its verdicts. Choose another --out."
             )
+    # backends are created first: a bad spec, option or missing key fails before anything is written
+    backends = {spec: create_backend(spec, **(judge_options or {}).get(spec, {})) for spec in judges}
     out.mkdir(parents=True, exist_ok=True)
     cache = CallCache(cache_dir or out / "cache")
     per_sample = _items(samples, outputs)
@@ -190,8 +192,7 @@ def run_judging(
     judge_info: list[dict[str, Any]] = []
     started = time.time()
     try:
-        for spec in judges:
-            backend = create_backend(spec, **(judge_options or {}).get(spec, {}))
+        for spec, backend in backends.items():
             caller = ModelCaller(
                 backend,
                 cache=cache,

@@ -280,5 +280,11 @@ def _swatches(samples: Sequence[dict[str, Any]], outputs: dict[str, dict[str, Pa
 
 
 def _safe(name: str) -> str:
-    """A file name from a model folder name (it came from a directory listing, but keep it one path segment)."""
-    return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name).strip(".") or "model"
+    """A file name for a model: its folder name when that is already safe, else a cleaned name plus a short hash,
+    so two models whose names clean to the same text ("a b", "a_b") never share a file."""
+    import hashlib
+
+    cleaned = "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name).strip(".") or "model"
+    if cleaned == name:
+        return name
+    return f"{cleaned}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"

@@ -31,7 +31,9 @@ __all__ = ["as_comparisons", "load_votes", "votes_to_comparisons"]
 def _read_records(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Records and, for each, where it sits in the file (``record 3`` / ``line 5``) for error messages."""
     suffix = path.suffix.lower()
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(
+        encoding="utf-8-sig"
+    )  # a byte-order mark (Excel's CSV export) is not part of a name
     if not text.strip():
         raise RecordError(f"{path}: the file is empty; expected pairwise votes")
     if suffix == ".json":
