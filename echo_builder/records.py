@@ -222,6 +222,7 @@ class Sample(_Record):
         input_bboxes: boxes found in a conversation screenshot, in the screenshot's pixel frame.
         needs_input_images: the task requires the user's own input image(s) (an edit of "this photo"), whether or
             not the images were found; such a sample without inputs cannot be a benchmark row.
+        media_errors: one ``"<url or media id>: <reason>"`` per image that could not be fetched or decoded.
         applicability: metric-applicability flags.
         has_nsfw: ``None`` unless a safety checker ran.
     """
@@ -241,6 +242,7 @@ class Sample(_Record):
     is_screenshot: bool = False
     input_bboxes: tuple[BoundingBox, ...] = ()
     needs_input_images: bool = False
+    media_errors: tuple[str, ...] = ()
     applicability: ApplicabilityFlags = ApplicabilityFlags()
     platform: str | None = None
     created_at: datetime | None = None
