@@ -1,0 +1,199 @@
+"""``tier`` and ``applicability``: the final quality label, and which fine-grained metrics apply (ECHO Flow 1).
+
+Tier: Benchmark / Manual Review (with the reason: ``prompt``, ``input image`` or ``output image``) / Discard.
+Routing (see :func:`route`): Benchmark with inputs -> ``image_to_image``, without -> ``text_to_image``; Analysis
+and Manual Review -> ``analysis``; Trash / Discard are dropped and counted. The structural checks are rules that
+hold whoever labels the sample: a sample without a usable output image cannot be Benchmark, nor a task that
+needs the user's photo when no input image was found, nor an unfilled template or an unread screenshot.
+
+Applicability: face identity preservation, structure preservation and no color shift expected (image-to-image),
+text rendering (text-to-image). A classifier failure is ``None`` (unknown), never ``False`` ("not applicable").
+The ``rules`` baseline reads the prompt: person words for faces; edits that keep the layout for structure; asked
+color, lighting or style changes for color; quoted text or text words for text rendering. Where the prompt says
+nothing it answers ``None`` rather than guess.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from echo_builder.backends.base import GenerationParams, Message, TextPart
+from echo_builder.backends.caller import CallRequest, ModelCaller
+from echo_builder.backends.rules import register_rule
+from echo_builder.records import ApplicabilityFlags, Sample
+from echo_builder.stages.base import StageFailure
+
+__all__ = [
+    "APPLICABILITY_VERSION",
+    "route",
+    "rules_applicability",
+    "run_applicability",
+    "run_tier",
+    "structural_tier",
+]
+
+APPLICABILITY_VERSION = "applicability-v1"
+
+_PERSON = re.compile(
+    r"(?<![^\W_])(person|people|man|woman|girl|boy|child|kid|face|faces|portrait|selfie|me|my "
+    r"face|couple|family|friend|photo of (?:me|us|my)|headshot|character|人物|人|照片里的人)(?![^\W_])",
+    re.IGNORECASE,
+)
+_KEEP_LAYOUT = re.compile(
+    r"(?<![^\W_])(change|replace|add|remove|recolou?r|turn|make|convert|restyle|redraw|"
+    r"transform|edit|put|swap|keep|改|换|加|去掉|转换)",
+    re.IGNORECASE,
+)
+_COLOR_CHANGE = re.compile(
+    r"(?<![^\W_])(colou?r|colou?rize|tint|hue|lighting|sunset|night|black and white|"
+    r"grayscale|sepia|palette|warm|cool tone|style|ghibli|anime|cartoon|painting|风格|颜色)",
+    re.IGNORECASE,
+)
+_TEXT = re.compile(
+    r"[\"“「『][^\"”」』]{1,200}[\"”」』]|(?<![^\W_])(text|says|saying|reads|title|headline|caption|"
+    r"slogan|sign|poster|logo|label|banner|typography|letters|words|文字|标语|字)(?![^\W_])",
+    re.IGNORECASE,
+)
+
+
+def route(sample: Sample) -> str | None:
+    """The config a sample lands in: ``image_to_image``, ``text_to_image``, ``analysis``, or ``None`` (dropped)."""
+    label = (
+        sample.tier
+        or {"Benchmark": "Benchmark", "Analysis": "Manual Review", "Trash": "Discard"}[sample.quality]
+    )
+    if label == "Discard":
+        return None
+    if label == "Manual Review" or (sample.tier is None and sample.quality == "Analysis"):
+        return "analysis"
+    return "image_to_image" if sample.input_images else "text_to_image"
+
+
+def structural_tier(sample: Sample) -> tuple[Literal["Benchmark", "Manual Review", "Discard"], str | None]:
+    """The tier the structure of a sample allows, with the review reason (ECHO's three) when it is not Benchmark."""
+    if sample.quality == "Trash":
+        return "Discard", None
+    if sample.quality == "Analysis":
+        return "Manual Review", None
+    if not any(ref.sha256 or ref.path for ref in sample.output_images):
+        return "Manual Review", "output image"
+    if sample.needs_input_images and not sample.input_images:
+        return "Manual Review", "input image"
+    if sample.prompt_fill_blank and not sample.prompt_modified:
+        return "Manual Review", "prompt"
+    if sample.is_screenshot and not sample.prompt.strip():
+        return "Manual Review", "prompt"
+    return "Benchmark", None
+
+
+def run_tier(samples: Sequence[Sample]) -> list[Sample]:
+    """Every sample with its final ``tier`` and ``review`` reason (the structural rules above)."""
+    out = []
+    for sample in samples:
+        tier, reason = structural_tier(sample)
+        out.append(sample.model_copy(update={"tier": tier, "review": reason}))
+    return out
+
+
+register_rule("tier")(structural_tier)
+
+
+# -- applicability ---------------------------------------------------------------------------------------------------
+class ApplicabilityAnswer(BaseModel):
+    """The classifier's answer; a field it leaves out stays unknown."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    face_identity: bool | None = None
+    structure: bool | None = None
+    no_color_shift: bool | None = None
+    text_rendering: bool | None = None
+
+
+_SYSTEM = (
+    "You decide which automatic metrics apply to an image-generation benchmark sample. Answer with JSON only."
+)
+_USER = (
+    "Prompt:\n<prompt>\n{prompt}\n</prompt>\n\nThe images above are the user's input image(s), if any. Answer with "
+    "true or false:\n- face_identity: an input shows a person's face whose identity the output should keep\n"
+    "- structure: the output should keep the input's layout (positions of things)\n- no_color_shift: the output "
+    "should keep the input's colors (the prompt does not ask for a color, lighting or style change)\n"
+    "- text_rendering: the prompt asks for specific text to appear in the image\n"
+    'Reply with JSON: {{"face_identity": false, "structure": false, "no_color_shift": false, "text_rendering": false}}'
+)
+
+
+def rules_applicability(sample: Sample) -> ApplicabilityFlags:
+    """The rules baseline's flags (see the module docstring); ``None`` where the prompt gives no evidence."""
+    prompt = sample.prompt
+    if not sample.input_images:  # text-to-image: only text rendering is defined
+        return ApplicabilityFlags(text_rendering=bool(_TEXT.search(prompt)))
+    return ApplicabilityFlags(
+        face_identity=True if _PERSON.search(prompt) else None,
+        structure=True if _KEEP_LAYOUT.search(prompt) else None,
+        no_color_shift=not _COLOR_CHANGE.search(prompt),
+    )
+
+
+register_rule("applicability")(rules_applicability)
+
+
+@dataclass
+class ApplicabilityResult:
+    samples: list[Sample]
+    failures: list[StageFailure] = field(default_factory=list)
+
+
+def run_applicability(
+    samples: Sequence[Sample],
+    *,
+    caller: ModelCaller | None = None,
+    store_root: Path | None = None,
+    progress: str | None = None,
+) -> ApplicabilityResult:
+    """Flags for every Benchmark-tier sample (others keep unknown flags). A failed classification stays unknown."""
+    from echo_builder.judge.images import prepare_for_judge
+
+    result = ApplicabilityResult(samples=list(samples))
+    pending: list[tuple[int, CallRequest]] = []
+    for i, sample in enumerate(samples):
+        if sample.tier != "Benchmark":
+            continue
+        images = [store_root / r.path for r in sample.input_images if r.path] if store_root else []
+        if caller is None or len(images) != len(sample.input_images):
+            result.samples[i] = sample.model_copy(update={"applicability": rules_applicability(sample)})
+            continue
+        parts = [*(prepare_for_judge(p) for p in images), TextPart(_USER.format(prompt=sample.prompt))]
+        messages = (Message("system", (TextPart(_SYSTEM),)), Message("user", tuple(parts)))
+        pending.append(
+            (
+                i,
+                CallRequest(
+                    messages,
+                    GenerationParams(max_tokens=256),
+                    stage="applicability",
+                    prompt_version=APPLICABILITY_VERSION,
+                ),
+            )
+        )
+    if caller is not None and pending:
+        answers = caller.call_structured_many([r for _, r in pending], ApplicabilityAnswer, progress=progress)
+        for (i, _), answer in zip(pending, answers, strict=True):
+            if answer.value is None:  # unknown, never "not applicable"
+                result.failures.append(
+                    StageFailure("applicability", samples[i].id, answer.error or "no answer", answer.raw_text)
+                )
+                continue
+            flags = answer.value
+            if not samples[i].input_images:
+                flags = ApplicabilityAnswer(text_rendering=flags.text_rendering)
+            result.samples[i] = samples[i].model_copy(
+                update={"applicability": ApplicabilityFlags(**flags.model_dump())}
+            )
+    return result

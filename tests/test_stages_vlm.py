@@ -1,0 +1,129 @@
+"""roles, tier and applicability: rules baselines and a scripted VLM."""
+
+from __future__ import annotations
+
+import json
+
+from PIL import Image
+
+from echo_builder.backends import create_backend
+from echo_builder.backends.caller import ModelCaller, RetryPolicy
+from echo_builder.cache import CallCache
+from echo_builder.records import ApplicabilityFlags, MediaRef, Sample
+from echo_builder.stages.roles import rules_roles, run_roles
+from echo_builder.stages.tier import route, rules_applicability, run_applicability, run_tier
+
+SHA = [f"{i:02x}" * 32 for i in range(6)]
+
+
+def _ref(i, **kw):
+    return MediaRef(url=f"https://e.com/{i}.png", sha256=SHA[i], path=f"{SHA[i][:2]}/{SHA[i]}.png", **kw)
+
+
+def _sample(prompt="a fox", *, outputs=(), inputs=(), **kw):
+    return Sample(
+        id="echo-0000000000000001",
+        prompt=prompt,
+        output_images=tuple(outputs),
+        input_images=tuple(inputs),
+        quality=kw.pop("quality", "Benchmark"),
+        **kw,
+    )
+
+
+def test_rules_roles():
+    dup = _ref(1)
+    sample = _sample(
+        "Turn this photo into Ghibli style", outputs=[_ref(0), _ref(1), dup], needs_input_images=True
+    )
+    answer = rules_roles(sample)
+    assert (answer.inputs, answer.outputs) == ([0], [1])  # the duplicate (same sha256) is dropped
+    [split] = run_roles([sample]).samples
+    assert split.input_images == (_ref(0),) and split.output_images == (_ref(1),)
+    plain = run_roles([_sample(outputs=[_ref(0), _ref(2)])]).samples[0]
+    assert plain.input_images == () and len(plain.output_images) == 2
+    screenshot = rules_roles(_sample("my ChatGPT chat", outputs=[_ref(0, width=400, height=1600)]))
+    assert screenshot.conversation_screenshot and rules_roles(_sample("[Brand] logo")).fill_in_the_blank
+
+
+def test_roles_with_a_scripted_vlm(openai_server, tmp_path):
+    store = tmp_path / "store"
+    for i in range(3):
+        (store / SHA[i][:2]).mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (32, 32), (80 * i, 0, 0)).save(store / SHA[i][:2] / f"{SHA[i]}.png")
+    openai_server.reply = lambda body: json.dumps(
+        {"inputs": [2], "outputs": [0, 7], "unrelated": [1], "conversation_screenshot": True}
+    )
+    caller = ModelCaller(
+        create_backend("openai:vlm", base_url=openai_server.base_url),
+        cache=CallCache(tmp_path / "c"),
+        retry=RetryPolicy(max_attempts=2, initial_backoff_s=0.001),
+    )
+    result = run_roles([_sample(outputs=[_ref(0), _ref(1), _ref(2)])], caller=caller, store_root=store)
+    [sample] = result.samples
+    assert sample.input_images == (_ref(2),) and sample.output_images == (_ref(0),) and sample.is_screenshot
+    assert any("do not exist: [7]" in n for n in result.notes)
+    content = openai_server.log.bodies[0]["messages"][1]["content"]
+    assert [p["type"] for p in content] == ["image_url"] * 3 + ["text"]
+
+
+def test_tier_and_routing():
+    ok = _sample(outputs=[_ref(0)])
+    rows = run_tier(
+        [
+            ok,
+            _sample(outputs=[MediaRef(url="https://e.com/gone.png")]),  # download failed: no file
+            _sample(outputs=[_ref(0)], needs_input_images=True),
+            _sample("[Brand] logo", outputs=[_ref(0)], prompt_fill_blank=True),
+            _sample(quality="Analysis"),
+            _sample(quality="Trash"),
+            _sample(outputs=[_ref(1)], inputs=[_ref(0)]),
+        ]
+    )
+    assert [(s.tier, s.review) for s in rows] == [
+        ("Benchmark", None),
+        ("Manual Review", "output image"),
+        ("Manual Review", "input image"),
+        ("Manual Review", "prompt"),
+        ("Manual Review", None),
+        ("Discard", None),
+        ("Benchmark", None),
+    ]
+    assert [route(s) for s in rows] == [
+        "text_to_image",
+        "analysis",
+        "analysis",
+        "analysis",
+        "analysis",
+        None,
+        "image_to_image",
+    ]
+
+
+def test_rules_applicability():
+    t2i = rules_applicability(_sample('a poster that says "SALE"'))
+    assert t2i == ApplicabilityFlags(text_rendering=True)
+    assert rules_applicability(_sample("a quiet lake")) == ApplicabilityFlags(text_rendering=False)
+    i2i = rules_applicability(_sample("put a hat on the woman in my photo", inputs=[_ref(0)]))
+    assert i2i == ApplicabilityFlags(face_identity=True, structure=True, no_color_shift=True)
+    restyle = rules_applicability(_sample("redraw in Ghibli style", inputs=[_ref(0)]))
+    assert (
+        restyle.no_color_shift is False and restyle.face_identity is None
+    )  # no evidence: unknown, not False
+
+
+def test_applicability_failure_is_unknown(openai_server, tmp_path):
+    store = tmp_path / "store"
+    (store / SHA[0][:2]).mkdir(parents=True)
+    Image.new("RGB", (16, 16)).save(store / SHA[0][:2] / f"{SHA[0]}.png")
+    openai_server.reply = lambda body: "I am not sure."
+    caller = ModelCaller(
+        create_backend("openai:vlm", base_url=openai_server.base_url), retry=RetryPolicy(max_attempts=1)
+    )
+    tiered = run_tier([_sample("add a hat", outputs=[_ref(1)], inputs=[_ref(0)])])
+    result = run_applicability(tiered, caller=caller, store_root=store)
+    assert result.samples[0].applicability == ApplicabilityFlags()  # all unknown
+    assert result.failures[0].stage == "applicability"
+    openai_server.reply = lambda body: '{"face_identity": false, "structure": true, "no_color_shift": true}'
+    ok = run_applicability(tiered, caller=caller, store_root=store).samples[0].applicability
+    assert ok == ApplicabilityFlags(face_identity=False, structure=True, no_color_shift=True)
