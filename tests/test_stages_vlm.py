@@ -127,3 +127,88 @@ def test_applicability_failure_is_unknown(openai_server, tmp_path):
     openai_server.reply = lambda body: '{"face_identity": false, "structure": true, "no_color_shift": true}'
     ok = run_applicability(tiered, caller=caller, store_root=store).samples[0].applicability
     assert ok == ApplicabilityFlags(face_identity=False, structure=True, no_color_shift=True)
+
+
+def _store_with(tmp_path, images):
+    store = tmp_path / "store"
+    refs = []
+    for i, img in enumerate(images):
+        (store / SHA[i][:2]).mkdir(parents=True, exist_ok=True)
+        img.save(store / SHA[i][:2] / f"{SHA[i]}.png")
+        refs.append(
+            MediaRef(
+                url=f"https://e.com/{i}.png",
+                sha256=SHA[i],
+                path=f"{SHA[i][:2]}/{SHA[i]}.png",
+                width=img.width,
+                height=img.height,
+            )
+        )
+    return store, refs
+
+
+def _vlm(server, tmp_path):
+    return ModelCaller(
+        create_backend("openai:vlm", base_url=server.base_url),
+        cache=CallCache(tmp_path / "cache"),
+        retry=RetryPolicy(max_attempts=1),
+    )
+
+
+def test_templates_fill_each_output_when_confident(openai_server, tmp_path):
+    from echo_builder.stages.templates_screenshots import run_templates
+
+    store, refs = _store_with(
+        tmp_path, [Image.new("RGB", (32, 32), (200, 0, 0)), Image.new("RGB", (32, 32), (0, 0, 200))]
+    )
+
+    def reply(body):  # confident only about the red output
+        from tests.test_judge import _dominant, _images
+
+        confident = _dominant(_images(body)[0]) == "red"
+        filled = "a figure of Jackie Chan on a desk" if confident else "?"
+        return json.dumps({"filled_prompt": filled, "confident": confident})
+
+    openai_server.reply = reply
+    template = _sample(
+        "a figure of [character] on a desk", outputs=refs, prompt_fill_blank=True, source_post_ids=("x:1",)
+    )
+    other = _sample("a plain prompt", outputs=refs[:1])
+    result = run_templates([template, other], caller=_vlm(openai_server, tmp_path), store_root=store)
+    filled, untouched = result.samples
+    assert filled.prompt == "a figure of Jackie Chan on a desk" and filled.prompt_modified
+    assert filled.output_images == (refs[0],) and filled.id != template.id
+    assert untouched == other and any("not confident" in n for n in result.notes)
+    assert run_templates([template], caller=None, store_root=store).samples == [template]  # rules: unchanged
+
+
+def test_screenshots_boxes_and_crops(openai_server, tmp_path):
+    from echo_builder.stages.templates_screenshots import CROP_MARGIN_PX, run_screenshots
+
+    shot = Image.new("RGB", (400, 800), (255, 255, 255))
+    shot.paste((0, 200, 0), (50, 100, 250, 300))  # the uploaded photo
+    shot.paste((200, 0, 0), (50, 400, 350, 700))  # the generated image
+    store, [ref] = _store_with(tmp_path, [shot])
+    openai_server.reply = lambda body: json.dumps(
+        {
+            "prompt": "make it red",
+            "boxes": [
+                {"role": "input", "bbox": [50, 100, 250, 300]},
+                {"role": "output", "bbox": [50, 400, 350, 900]},
+                {"role": "output", "bbox": [10, 10, 15, 15]},
+            ],
+        }
+    )
+    sample = _sample("", outputs=[ref], is_screenshot=True)
+    result = run_screenshots([sample], caller=_vlm(openai_server, tmp_path), store_root=store)
+    [out] = result.samples
+    assert out.prompt == "make it red"
+    assert [(b.role, b.x1, b.y1, b.x2, b.y2) for b in out.input_bboxes] == [
+        ("input", 50, 100, 250, 300),
+        ("output", 50, 400, 350, 800),
+    ]  # clipped to the frame
+    crop_in = Image.open(store / out.input_images[0].path)
+    assert crop_in.size == (200 - 2 * CROP_MARGIN_PX, 200 - 2 * CROP_MARGIN_PX)
+    assert crop_in.getpixel((5, 5)) == (0, 200, 0)  # the 10 px inward margin cut the white frame
+    assert Image.open(store / out.output_images[0].path).getpixel((5, 5)) == (200, 0, 0)
+    assert any("degenerate" in n for n in result.notes)
