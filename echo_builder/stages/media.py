@@ -1,0 +1,500 @@
+"""The media stage: download every image a sample references once, into a content-addressed store.
+
+Flow 1, ``media`` row of ``spec/ECHO.md``. Images land in a :class:`MediaStore` under their SHA-256; an index maps
+each source URL to its hash, so a URL is fetched once across samples and across runs (a rerun makes no request for
+a URL already stored). Failures never drop a sample: the reason is appended to ``Sample.media_errors`` and the
+reference is kept, unhashed, so the URL survives for later stages.
+
+Security rules of :func:`fetch_media` (media URLs come from untrusted posts):
+
+* only ``http`` and ``https`` URLs without credentials are fetched; every other scheme is refused;
+* the host is resolved and *every* address is checked: private, loopback, link-local, multicast, reserved and
+  unspecified addresses are refused (unless ``allow_private`` or listed in ``allowed_networks``); the connection
+  goes to the checked address (no second DNS lookup, so no DNS rebinding), TLS still verifies the host name;
+* redirects are followed by hand, at most :data:`MAX_REDIRECTS`, and each hop is checked again;
+* the body is capped at ``max_bytes`` both by ``Content-Length`` and by the bytes actually received;
+* the content type must be ``image/*``, and the bytes must decode with Pillow (first frame of animations)
+  within :data:`echo_builder.imaging.MAX_PIXELS` (decompression-bomb guard);
+* environment proxies are not used (they would bypass the address check).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import io
+import ipaddress
+import json
+import os
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from echo_builder import imaging
+from echo_builder.errors import ImageError
+from echo_builder.records import MediaRef, Sample
+from echo_builder.stages.base import StageFailure
+
+__all__ = [
+    "MAX_REDIRECTS",
+    "FetchOutcome",
+    "MediaResult",
+    "MediaStore",
+    "fetch_media",
+    "media_key",
+    "run_media",
+]
+
+MAX_REDIRECTS = 5
+USER_AGENT = "echo-bench-media/0.1"
+_EXT = {"JPEG": "jpg", "MPO": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "TIFF": "tif", "BMP": "bmp"}
+_RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
+OFFLINE_MISS = "offline and not in the media store"
+
+
+class _Permanent(Exception):
+    """A failure retrying cannot fix (refused URL, 4xx, wrong type, too large, undecodable)."""
+
+
+class _Transient(Exception):
+    """A failure worth retrying (429, 5xx, timeout, dropped connection); ``retry_after_s`` from the server."""
+
+    def __init__(self, reason: str, retry_after_s: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class FetchOutcome:
+    """What became of one media reference.
+
+    Attributes:
+        sha256: hex SHA-256 of the stored bytes, ``None`` on failure.
+        path: file path relative to the store root (``ab/ab12....png``), ``None`` on failure.
+        width, height: pixel size of the decoded first frame (EXIF orientation applied).
+        error: the reason of a failure, ``None`` on success.
+        n_frames: frames of an animated GIF/WebP/PNG (1 for stills).
+        source: ``download``, ``store`` (already stored, no request), ``local`` (imported file) or ``error``.
+        content_type, size: the server's content type and the stored size in bytes.
+    """
+
+    sha256: str | None = None
+    path: str | None = None
+    width: int | None = None
+    height: int | None = None
+    error: str | None = None
+    n_frames: int = 1
+    source: str = "error"
+    content_type: str | None = None
+    size: int | None = None
+
+
+class MediaStore:
+    """Content-addressed image store: ``root/<sha[:2]>/<sha>.<ext>`` plus ``root/index.jsonl``.
+
+    Each index line maps a source (URL or local path) to ``sha256``, ``ext``, ``content_type``, ``size`` (bytes),
+    ``width``, ``height`` (pixels) and ``n_frames``; later lines win, a torn last line is ignored. Files are
+    written atomically (temp file, then ``os.replace``), so a killed run never leaves a half file under its name.
+    Safe to share between threads of one process.
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.index_path = self.root / "index.jsonl"
+        self._lock = threading.Lock()
+        self._by_source: dict[str, dict[str, Any]] = {}
+        self._by_sha: dict[str, dict[str, Any]] = {}
+        if self.index_path.exists():
+            for line in self.index_path.read_text(encoding="utf-8").splitlines():
+                try:
+                    entry = json.loads(line)
+                    self._by_source[entry["source"]] = entry
+                    self._by_sha[entry["sha256"]] = entry
+                except (ValueError, KeyError, TypeError):
+                    continue  # torn line of a killed run
+
+    def path_for(self, sha256: str) -> Path | None:
+        """Absolute path of the stored file with this hash, ``None`` when not stored."""
+        entry = self._by_sha.get(sha256)
+        if entry is not None:
+            candidate = self.root / sha256[:2] / f"{sha256}.{entry['ext']}"
+            if candidate.is_file():
+                return candidate
+        folder = self.root / sha256[:2]
+        return next(iter(sorted(folder.glob(f"{sha256}.*"))), None) if folder.is_dir() else None
+
+    def has(self, sha256: str) -> bool:
+        """Whether a file with this hash is stored."""
+        return self.path_for(sha256) is not None
+
+    def lookup(self, source: str) -> dict[str, Any] | None:
+        """The index entry of ``source`` (URL or local path) when its file is present, else ``None``."""
+        entry = self._by_source.get(source)
+        return entry if entry is not None and self.has(entry["sha256"]) else None
+
+    def describe(self, sha256: str) -> dict[str, Any] | None:
+        """The index entry of a stored hash, measuring the file when the index does not know it."""
+        entry = self._by_sha.get(sha256)
+        if entry is not None and self.has(sha256):
+            return entry
+        path = self.path_for(sha256)
+        if path is None:
+            return None
+        width, height, n_frames, _ = _check_image(path.read_bytes(), str(path))
+        return dict(sha256=sha256, ext=path.suffix[1:], width=width, height=height, n_frames=n_frames)
+
+    def relative(self, sha256: str) -> str:
+        """Path of a stored hash relative to the root, with forward slashes."""
+        path = self.path_for(sha256)
+        if path is None:
+            raise KeyError(sha256)
+        return path.relative_to(self.root).as_posix()
+
+    def put(self, source: str, data: bytes, **meta: Any) -> dict[str, Any]:
+        """Store ``data`` (already checked) and index it under ``source``; ``meta`` needs ``ext``."""
+        sha = hashlib.sha256(data).hexdigest()
+        target = self.root / sha[:2] / f"{sha}.{meta['ext']}"
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        entry = {"source": source, "sha256": sha, "size": len(data), **meta}
+        with self._lock:
+            with open(self.index_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(entry, sort_keys=True) + "\n")
+            self._by_source[source] = entry
+            self._by_sha[sha] = entry
+        return entry
+
+
+def media_key(ref: MediaRef) -> str:
+    """How a reference is named in outcomes and in ``media_errors``: its URL, else its path, else its media id."""
+    return ref.url or ref.path or (f"media_id:{ref.media_id}" if ref.media_id else "<empty media reference>")
+
+
+def _check_image(data: bytes, name: str) -> tuple[int, int, int, str]:
+    """Decode ``data`` fully (first frame); return ``(width, height, n_frames, format)`` or raise ``_Permanent``."""
+    from PIL import Image
+
+    if not data:
+        raise _Permanent("empty body (0 bytes)")
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            fmt, n_frames = img.format or "", int(getattr(img, "n_frames", 1) or 1)
+            if img.width * img.height > imaging.MAX_PIXELS:
+                raise _Permanent(
+                    f"{img.width}x{img.height} pixels is over the {imaging.MAX_PIXELS:,} pixel limit "
+                    "(decompression-bomb guard)"
+                )
+            img.verify()
+        rgb = imaging.load_rgb(data, name=name)
+    except ImageError as exc:
+        raise _Permanent(str(exc).removeprefix(f"{name}: ")) from None
+    except Image.DecompressionBombError as exc:
+        raise _Permanent(f"refused by the decompression-bomb guard ({exc})") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise _Permanent(f"cannot decode image ({exc})") from None
+    return rgb.width, rgb.height, n_frames, fmt
+
+
+def _check_host(host: str, port: int, allow_private: bool, allowed: Sequence[Any]) -> str:
+    """Resolve ``host``; return the address to connect to, or raise when any address is not public."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise _Transient(f"cannot resolve host {host!r} ({exc})") from None
+    addresses = list(dict.fromkeys(info[4][0] for info in infos))
+    if not addresses:
+        raise _Permanent(f"host {host!r} has no address")
+    for text in addresses:
+        ip = ipaddress.ip_address(text.split("%")[0])
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+            ip = ip.ipv4_mapped
+        public = ip.is_global and not (ip.is_multicast or ip.is_reserved)
+        if not (public or allow_private or any(ip in net for net in allowed)):
+            raise _Permanent(
+                f"host {host!r} resolves to non-public address {ip} (private addresses are refused)"
+            )
+    return addresses[0]
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:  # an HTTP date
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def _get_once(url: str, opts: dict[str, Any]) -> tuple[bytes, str]:
+    """One GET of ``url`` with manual, re-checked redirects; returns ``(body, content type)``."""
+    import urllib3
+
+    for _hop in range(MAX_REDIRECTS + 1):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https"):
+            raise _Permanent(f"scheme {parts.scheme or '(none)'!r} is refused (only http and https)")
+        if not parts.hostname:
+            raise _Permanent("URL has no host")
+        if parts.username or parts.password:
+            raise _Permanent("URLs with credentials are refused")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        address = _check_host(parts.hostname, port, opts["allow_private"], opts["allowed_networks"])
+        timeout = urllib3.Timeout(connect=opts["timeout_s"], read=opts["timeout_s"])
+        if parts.scheme == "https":
+            pool: Any = urllib3.HTTPSConnectionPool(
+                address,
+                port,
+                timeout=timeout,
+                retries=False,
+                cert_reqs="CERT_REQUIRED",
+                server_hostname=parts.hostname,
+                assert_hostname=parts.hostname,
+            )
+        else:
+            pool = urllib3.HTTPConnectionPool(address, port, timeout=timeout, retries=False)
+        host_header = parts.netloc.rsplit("@", 1)[-1]
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        try:
+            resp = pool.urlopen(
+                "GET",
+                target,
+                headers={"Host": host_header, "User-Agent": USER_AGENT, "Accept": "image/*"},
+                redirect=False,
+                preload_content=False,
+                assert_same_host=False,
+            )
+            try:
+                status = resp.status
+                if status in (301, 302, 303, 307, 308):
+                    location = resp.headers.get("Location")
+                    if not location:
+                        raise _Permanent(f"HTTP {status} redirect without a Location")
+                    url = urljoin(url, location)
+                    continue
+                if status in _RETRY_STATUS:
+                    raise _Transient(f"HTTP {status}", _retry_after(resp.headers.get("Retry-After")))
+                if status != 200:
+                    raise _Permanent(f"HTTP {status}")
+                ctype = (resp.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+                if not ctype.startswith("image/"):
+                    raise _Permanent(f"content type {ctype or '(none)'!r} is not an image")
+                limit = opts["max_bytes"]
+                declared = resp.headers.get("Content-Length")
+                if declared and declared.isdigit() and int(declared) > limit:
+                    raise _Permanent(
+                        f"Content-Length {int(declared):,} bytes is over the {limit:,} byte limit"
+                    )
+                body, deadline = bytearray(), time.monotonic() + 4 * opts["timeout_s"]
+                for chunk in resp.stream(65536):
+                    body += chunk
+                    if len(body) > limit:
+                        raise _Permanent(f"body is over the {limit:,} byte limit")
+                    if time.monotonic() > deadline:
+                        raise _Transient(f"download took over {4 * opts['timeout_s']:g} s")
+                return bytes(body), ctype
+            finally:
+                resp.release_conn()
+        except urllib3.exceptions.NewConnectionError:
+            raise _Transient(f"cannot connect to {parts.hostname}:{port}") from None
+        except urllib3.exceptions.TimeoutError:
+            raise _Transient(f"timed out (timeout {opts['timeout_s']:g} s)") from None
+        except urllib3.exceptions.ProtocolError as exc:
+            raise _Transient(f"network error ({type(exc).__name__})") from None
+        except urllib3.exceptions.SSLError as exc:
+            raise _Permanent(f"TLS error ({exc})") from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise _Transient(f"network error ({type(exc).__name__}: {exc})") from None
+        finally:
+            pool.close()
+    raise _Permanent(f"more than {MAX_REDIRECTS} redirects")
+
+
+def _outcome(entry: dict[str, Any], store: MediaStore, source: str) -> FetchOutcome:
+    known = {k: entry[k] for k in ("width", "height", "n_frames", "content_type", "size") if k in entry}
+    return FetchOutcome(sha256=entry["sha256"], path=store.relative(entry["sha256"]), source=source, **known)
+
+
+def _download(url: str, store: MediaStore, opts: dict[str, Any]) -> FetchOutcome:
+    entry = store.lookup(url)
+    if entry is not None:
+        return _outcome(entry, store, "store")
+    if opts["offline"]:
+        return FetchOutcome(error=OFFLINE_MISS)
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            data, ctype = _get_once(url, opts)
+            width, height, n_frames, fmt = _check_image(data, url)
+            ext = _EXT.get(fmt, fmt.lower() or "bin")
+            meta = {"ext": ext, "content_type": ctype, "width": width, "height": height, "n_frames": n_frames}
+            return _outcome(store.put(url, data, **meta), store, "download")
+        except _Permanent as exc:
+            return FetchOutcome(error=str(exc))
+        except _Transient as exc:
+            if attempt >= opts["max_attempts"]:
+                return FetchOutcome(error=f"{exc} (gave up after {attempt} attempts)")
+            wait = opts["backoff_s"] * 2 ** (attempt - 1)
+            if exc.retry_after_s is not None:
+                wait = max(wait, exc.retry_after_s)
+            time.sleep(min(wait, opts["max_retry_after_s"]))
+
+
+def _import_local(path: Path, store: MediaStore) -> FetchOutcome:
+    try:
+        data = path.read_bytes()
+        width, height, n_frames, fmt = _check_image(data, str(path))
+    except OSError as exc:
+        return FetchOutcome(error=f"cannot read local file ({exc.strerror or exc})")
+    except _Permanent as exc:
+        return FetchOutcome(error=str(exc))
+    ext = _EXT.get(fmt, fmt.lower() or "bin")
+    entry = store.put(str(path), data, ext=ext, width=width, height=height, n_frames=n_frames)
+    return _outcome(entry, store, "local")
+
+
+def _resolve(ref: MediaRef, store: MediaStore, opts: dict[str, Any], local_root: Path | None) -> FetchOutcome:
+    if ref.sha256 and store.has(ref.sha256):
+        entry = store.describe(ref.sha256)
+        if entry is not None:
+            return _outcome(entry, store, "store")
+    if ref.path:
+        local = Path(ref.path) if local_root is None else local_root / ref.path
+        if local_root is not None and not local.resolve().is_relative_to(local_root.resolve()):
+            return FetchOutcome(error=f"local path escapes {local_root}")
+        if local.is_file():
+            return _import_local(local, store)
+        if not ref.url:
+            return FetchOutcome(error="local file not found")
+    if ref.url:
+        return _download(ref.url, store, opts)
+    if ref.media_id:
+        return FetchOutcome(
+            error="media id without a URL cannot be fetched (an X media key needs the X API to become a URL)"
+        )
+    return FetchOutcome(error="media reference has neither url, path nor media id")
+
+
+def fetch_media(
+    refs: Iterable[MediaRef | str],
+    store: MediaStore,
+    *,
+    offline: bool = False,
+    allow_private: bool = False,
+    allowed_networks: Sequence[str] = (),
+    max_bytes: int = 50_000_000,
+    timeout_s: float = 30.0,
+    max_attempts: int = 3,
+    backoff_s: float = 1.0,
+    max_retry_after_s: float = 60.0,
+    concurrency: int = 8,
+    local_root: str | Path | None = None,
+) -> dict[str, FetchOutcome]:
+    """Fetch (or import, or find in ``store``) each distinct reference once; never raises for a bad image.
+
+    Args:
+        refs: :class:`MediaRef` or URL strings. A ref whose ``sha256`` is stored is not fetched; one with an
+            existing local ``path`` (resolved under ``local_root`` when given, and refused if it escapes it) is
+            hashed and imported; else its ``url`` is downloaded; a bare X ``media_id`` is an error.
+        store: the :class:`MediaStore`; a URL already indexed with its file present makes no request.
+        offline: use only the store; a missing URL fails with ``"offline and not in the media store"``.
+        allow_private / allowed_networks: permit non-public addresses (all, or these CIDR networks).
+        max_bytes: body size cap in bytes (Content-Length and received bytes).
+        timeout_s: connect and per-read timeout in seconds; one download may take at most ``4 * timeout_s``.
+        max_attempts: tries per URL on 429, 5xx, timeouts and dropped connections (other errors are final).
+        backoff_s: first retry wait in seconds, doubled each retry; ``Retry-After`` is honoured, every wait is
+            capped at ``max_retry_after_s`` seconds.
+        concurrency: parallel downloads.
+
+    Returns:
+        :func:`media_key` -> :class:`FetchOutcome`, in first-seen order. See the module docstring for security.
+    """
+    if max_attempts < 1 or concurrency < 1 or max_bytes < 1:
+        raise ValueError("max_attempts, concurrency and max_bytes must be >= 1")
+    opts = {
+        "offline": offline,
+        "allow_private": allow_private,
+        "max_bytes": max_bytes,
+        "timeout_s": timeout_s,
+        "allowed_networks": [ipaddress.ip_network(n, strict=False) for n in allowed_networks],
+        "max_attempts": max_attempts,
+        "backoff_s": backoff_s,
+        "max_retry_after_s": max_retry_after_s,
+    }
+    root = Path(local_root) if local_root is not None else None
+    unique: dict[str, MediaRef] = {}
+    for ref in refs:
+        ref = MediaRef(url=ref) if isinstance(ref, str) else ref
+        unique.setdefault(media_key(ref), ref)
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        futures = {key: pool.submit(_resolve, ref, store, opts, root) for key, ref in unique.items()}
+        return {key: future.result() for key, future in futures.items()}
+
+
+@dataclass
+class MediaResult:
+    """Samples with resolved media, one :class:`StageFailure` per failed reference, and counts by outcome."""
+
+    samples: list[Sample]
+    failures: list[StageFailure] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def run_media(samples: Sequence[Sample], store: MediaStore, **fetch_options: Any) -> MediaResult:
+    """Resolve every input and output image of ``samples`` (see :func:`fetch_media` for the options).
+
+    Each ref gains ``sha256``, ``path`` (relative to the store root), ``width`` and ``height``. A failed ref is
+    kept with ``sha256=None`` and ``"<url, path or media id>: <reason>"`` goes to ``media_errors`` (errors of a
+    previous run for refs resolved now are replaced). No sample is dropped; order is preserved.
+    """
+    refs = [ref for s in samples for ref in (*s.input_images, *s.output_images)]
+    outcomes = fetch_media(refs, store, **fetch_options)
+    counts = {"samples": len(samples), "refs": len(refs), "distinct": len(outcomes)}
+    for outcome in outcomes.values():
+        counts[outcome.source] = counts.get(outcome.source, 0) + 1
+    out: list[Sample] = []
+    failures: list[StageFailure] = []
+
+    def update(ref: MediaRef, errors: list[str]) -> MediaRef:
+        outcome = outcomes[media_key(ref)]
+        if outcome.error is not None:
+            errors.append(f"{media_key(ref)}: {outcome.error}")
+            return ref.model_copy(update={"sha256": None})
+        fields = ("sha256", "path", "width", "height")
+        return ref.model_copy(update={name: getattr(outcome, name) for name in fields})
+
+    for sample in samples:
+        errors: list[str] = []
+        inputs = tuple(update(r, errors) for r in sample.input_images)
+        outputs = tuple(update(r, errors) for r in sample.output_images)
+        keys = {media_key(r) + ": " for r in (*sample.input_images, *sample.output_images)}
+        kept = [e for e in sample.media_errors if not any(e.startswith(k) for k in keys)]
+        new = list(dict.fromkeys(errors))
+        failures += [StageFailure("media", sample.id, reason) for reason in new]
+        out.append(
+            sample.model_copy(
+                update={"input_images": inputs, "output_images": outputs, "media_errors": (*kept, *new)}
+            )
+        )
+    counts["failed_refs"] = len(failures)
+    return MediaResult(out, failures, counts)
