@@ -354,6 +354,12 @@ def judge(
 @click.option(
     "--resume", is_flag=True, help="Continue a build in OUT; completed model calls are not repeated."
 )
+@click.option("--offline", is_flag=True, help="Download no image: use only those already in the media store.")
+@click.option(
+    "--allow-private-media",
+    is_flag=True,
+    help="Let the media stage fetch from private and loopback addresses (local mirrors, tests).",
+)
 def build(
     sources: tuple[str, ...],
     out_dir: str,
@@ -368,10 +374,13 @@ def build(
     concurrency: int,
     cache_dir: str | None,
     resume: bool,
+    offline: bool,
+    allow_private_media: bool,
 ) -> None:
     """Curate posts from SOURCES (export files or folders) into benchmark samples.
 
-    Stages: collect, query, relevance, threads, extract. Writes OUT/stages/*.jsonl and OUT/report.json.
+    Stages: collect, query, relevance, threads, extract, media, roles, templates, screenshots, tier,
+    applicability. Writes OUT/stages/*.jsonl and OUT/report.json.
     """
     from echo_builder.pipeline import BuildConfig
     from echo_builder.pipeline import build as run_build
@@ -392,6 +401,8 @@ def build(
         concurrency=concurrency,
         cache_dir=cache_dir,
         resume=resume,
+        offline=offline,
+        allow_private_media=allow_private_media,
     )
     header_shown = False
 
@@ -404,10 +415,11 @@ def build(
 
     result = run_build(config, on_stage=show)
     stages = {entry["name"]: entry for entry in result.report["stages"]}
-    extract = stages["extract"]
+    configs = stages["applicability"]["configs"]
     click.echo(
-        f"\nsamples: {extract['out']} (Benchmark {extract['Benchmark']}, Analysis {extract['Analysis']}, "
-        f"Trash {extract['Trash']}); report: {result.out_dir / 'report.json'}"
+        f"\nsamples: {stages['extract']['out']} extracted; configs: "
+        + ", ".join(f"{name} {n}" for name, n in configs.items())
+        + f", dropped {stages['applicability']['dropped']}; report: {result.out_dir / 'report.json'}"
     )
     dead = [
         n for n in ("relevance", "extract") if stages[n]["in"] and stages[n]["failures"] == stages[n]["in"]

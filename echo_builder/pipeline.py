@@ -28,7 +28,19 @@ from echo_builder.records import Post, Sample, Tree
 
 __all__ = ["STAGE_ORDER", "BuildConfig", "BuildResult", "build"]
 
-STAGE_ORDER = ("collect", "query", "relevance", "threads", "extract")
+STAGE_ORDER = (
+    "collect",
+    "query",
+    "relevance",
+    "threads",
+    "extract",
+    "media",
+    "roles",
+    "templates",
+    "screenshots",
+    "tier",
+    "applicability",
+)
 REPORT_FILE = "report.json"
 
 
@@ -50,6 +62,9 @@ class BuildConfig:
         concurrency, timeout_s, max_attempts: model-call limits.
         cache_dir: call cache (default ``OUT/cache``).
         resume: continue in an existing build folder.
+        offline: the media stage uses only images already in the media store (no download).
+        allow_private_media: let the media stage fetch from private and loopback addresses (tests, local mirrors).
+        media_store: the content-addressed image store (default ``OUT/media``).
     """
 
     sources: Sequence[str | Path]
@@ -69,6 +84,9 @@ class BuildConfig:
     cache_dir: str | Path | None = None
     resume: bool = False
     progress: bool = True
+    offline: bool = False
+    allow_private_media: bool = False
+    media_store: str | Path | None = None
 
 
 @dataclass
@@ -127,7 +145,10 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     from echo_builder.stages.extract import EXTRACT_PROMPT, run_extract, sample_summary
     from echo_builder.stages.query import default_keywords, load_keywords, parse_launch_date, run_query
     from echo_builder.stages.relevance import RELEVANCE_PROMPT, run_relevance
+    from echo_builder.stages.roles import ROLES_VERSION
+    from echo_builder.stages.templates_screenshots import SCREENSHOTS_VERSION, TEMPLATES_VERSION
     from echo_builder.stages.threads import build_trees
+    from echo_builder.stages.tier import APPLICABILITY_VERSION
 
     # everything that can be wrong with the options is checked before any stage runs or any file is written
     if not 1 <= config.relevance_threshold <= 5:
@@ -261,9 +282,6 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
             threads.trees, target_model=config.target_model, caller=caller, progress=_label(config, "extract")
         )
         _write_jsonl(stages_dir / "extract.jsonl", extracted.samples)
-        _write_jsonl(
-            stages_dir / "failures.jsonl", [vars(f) for f in [*relevance.failures, *extracted.failures]]
-        )
         finish(
             {
                 "name": "extract",
@@ -276,6 +294,12 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
             },
             started,
         )
+
+        failures = [*relevance.failures, *extracted.failures]
+        samples, later_failures = _later_stages(config, out, caller, extracted.samples, finish)
+        failures += later_failures
+        _write_jsonl(stages_dir / "samples.jsonl", samples)
+        _write_jsonl(stages_dir / "failures.jsonl", [vars(f) for f in failures])
     finally:
         if cache is not None:
             cache.close()
@@ -293,7 +317,14 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         "sources": [str(s) for s in config.sources],
         "versions": {
             "package": __version__,
-            "prompts": {"relevance": RELEVANCE_PROMPT.version, "extract": EXTRACT_PROMPT.version},
+            "prompts": {
+                "relevance": RELEVANCE_PROMPT.version,
+                "extract": EXTRACT_PROMPT.version,
+                "roles": ROLES_VERSION,
+                "templates": TEMPLATES_VERSION,
+                "screenshots": SCREENSHOTS_VERSION,
+                "applicability": APPLICABILITY_VERSION,
+            },
         },
         "stages": entries,
     }
@@ -302,7 +333,117 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     if caller is not None:
         stats["model_calls"] = vars(caller.stats)
     _write_json(out / "run_stats.json", stats)
-    return BuildResult(out, extracted.samples, threads.trees, report)
+    return BuildResult(out, samples, threads.trees, report)
+
+
+def _later_stages(
+    config: BuildConfig,
+    out: Path,
+    caller: Any,
+    samples: list[Sample],
+    finish: Callable[[dict[str, Any], float], None],
+) -> tuple[list[Sample], list[Any]]:
+    """media -> roles -> templates -> screenshots -> tier -> applicability; each writes its stage file."""
+    from echo_builder.stages.media import MediaStore, run_media
+    from echo_builder.stages.roles import run_roles
+    from echo_builder.stages.templates_screenshots import run_screenshots, run_templates
+    from echo_builder.stages.tier import route, run_applicability, run_tier
+
+    stages_dir = out / "stages"
+    store_root = Path(config.media_store) if config.media_store else out / "media"
+    failures: list[Any] = []
+
+    started = time.perf_counter()
+    media = run_media(
+        samples,
+        MediaStore(store_root),
+        offline=config.offline,
+        allow_private=config.allow_private_media,
+        concurrency=config.concurrency,
+    )
+    failures += media.failures
+    _write_jsonl(stages_dir / "media.jsonl", media.samples)
+    finish(
+        {
+            "name": "media",
+            "in": len(samples),
+            "out": len(media.samples),
+            "failures": len(media.failures),
+            **{k: v for k, v in media.counts.items() if k != "samples"},
+        },
+        started,
+    )
+    samples = media.samples
+
+    for name, stage in (("roles", run_roles), ("templates", run_templates), ("screenshots", run_screenshots)):
+        started = time.perf_counter()
+        done = stage(samples, caller=caller, store_root=store_root, progress=_label(config, name))
+        failures += done.failures
+        _write_jsonl(stages_dir / f"{name}.jsonl", done.samples)
+        finish(
+            {
+                "name": name,
+                "in": len(samples),
+                "out": len(done.samples),
+                "failures": len(done.failures),
+                "notes": done.notes,
+            },
+            started,
+        )
+        samples = done.samples
+
+    started = time.perf_counter()
+    tiered = run_tier(samples)
+    counts = {
+        label: sum(1 for t in tiered if t.tier == label)
+        for label in ("Benchmark", "Manual Review", "Discard")
+    }
+    reasons = {r: sum(1 for t in tiered if t.review == r) for r in ("prompt", "input image", "output image")}
+    _write_jsonl(stages_dir / "tier.jsonl", tiered)
+    finish(
+        {
+            "name": "tier",
+            "in": len(samples),
+            "out": len(tiered),
+            "failures": 0,
+            **counts,
+            "review_reasons": reasons,
+        },
+        started,
+    )
+
+    started = time.perf_counter()
+    flagged = run_applicability(
+        tiered, caller=caller, store_root=store_root, progress=_label(config, "applicability")
+    )
+    failures += flagged.failures
+    _write_jsonl(stages_dir / "applicability.jsonl", flagged.samples)
+    configs = {
+        c: sum(1 for x in flagged.samples if route(x) == c)
+        for c in ("image_to_image", "text_to_image", "analysis")
+    }
+    flags = {
+        name: {
+            str(v).lower(): sum(
+                1 for x in flagged.samples if route(x) and getattr(x.applicability, name) is v
+            )
+            for v in (True, False, None)
+        }
+        for name in ("face_identity", "structure", "no_color_shift", "text_rendering")
+    }
+    finish(
+        {
+            "name": "applicability",
+            "in": len(tiered),
+            "out": len(flagged.samples),
+            "failures": len(flagged.failures),
+            "configs": configs,
+            "dropped": sum(1 for x in flagged.samples if route(x) is None),
+            "flags": flags,
+        },
+        started,
+    )
+    return flagged.samples, failures
 
 
 def _label(config: BuildConfig, stage: str) -> str | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from echo_dataset import CONFIG_NAMES, SPLIT
 
-__all__ = ["BenchmarkNotFoundError", "config_files", "read_config"]
+__all__ = ["BenchmarkNotFoundError", "config_files", "load_config", "read_config"]
 
 
 class BenchmarkNotFoundError(FileNotFoundError):
@@ -59,3 +59,31 @@ def read_config(folder_or_repo: str | Path, config: str) -> list[dict[str, Any]]
     for file in config_files(path, config):
         rows.extend(pq.read_table(file).to_pylist())
     return rows
+
+
+def load_config(folder_or_repo: str | Path, config: str, **kwargs: Any) -> Any:
+    """``config``'s ``test`` split as a ``datasets.Dataset`` (images decoded to PIL on access).
+
+    A local hub-shaped folder is loaded offline from its ``<config>/test-*.parquet`` files (the features come
+    from the files' metadata (a config with no rows gives an empty dataset; ``load_dataset`` itself refuses it
+    with "corresponds to no data"); anything else is taken as a Hub dataset id. ``kwargs`` go to
+    ``load_dataset`` (``cache_dir``, ``revision``, ...).
+    """
+    import datasets
+
+    path = Path(folder_or_repo)
+    if path.exists():
+        files = [str(f) for f in config_files(path, config)]  # a clear error for a missing config
+        # The packaged parquet builder keys its cache by these files (paths and modification times), whereas
+        # load_dataset(folder, config) keys it by the folder's name and README metadata only: a rewritten or
+        # another folder of the same name could be served from a stale cache.
+        import pyarrow.parquet as pq
+
+        if (
+            sum(pq.ParquetFile(f).metadata.num_rows for f in files) == 0
+        ):  # datasets refuses a split of no rows
+            features = datasets.Features.from_arrow_schema(pq.read_schema(files[0]))
+            empty = {name: [] for name in features}
+            return datasets.Dataset.from_dict(empty, features=features, split=datasets.Split(SPLIT))
+        return datasets.load_dataset("parquet", data_files={SPLIT: files}, split=SPLIT, **kwargs)
+    return datasets.load_dataset(str(folder_or_repo), config, split=SPLIT, **kwargs)

@@ -37,6 +37,32 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ECHO_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
+_LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
+
+
+@pytest.fixture(autouse=True)
+def _no_dns(monkeypatch):
+    """Name lookups leave the machine too (pytest-socket blocks connections, not DNS): refuse all but loopback."""
+    import socket
+
+    real = socket.getaddrinfo
+
+    def loopback_only(host, *args, **kwargs):
+        import ipaddress
+
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        try:
+            ipaddress.ip_address(name.strip("[]"))  # a literal address needs no lookup
+        except ValueError:
+            if name not in _LOOPBACK_NAMES:
+                raise socket.gaierror(
+                    socket.EAI_NONAME, f"tests may not resolve {name!r} (no network in tests)"
+                ) from None
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", loopback_only)
+
+
 @pytest.fixture
 def shared_data() -> Path:
     """``../shared/data`` (or ``$ECHO_SHARED_DATA``); the test is skipped when it is absent."""

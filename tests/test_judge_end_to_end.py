@@ -174,10 +174,13 @@ def test_judge_cli_under_accelerate_launch_matches_a_single_process(tiny_vlm, tm
         text=True,
         timeout=300,
     )
-    assert single.returncode == 0, single.stderr[-2000:]
+    # the tiny random model never writes a valid [[N]]: every judgment is a parse failure (exit code 1 says so),
+    # and what matters here is that both runs record the same verdicts
+    assert single.returncode == 1 and "every judgment failed" in single.stderr, single.stderr[-2000:]
     launched = accelerate_launch(["echo_builder.cli", *judge_args, "--out", str(tmp_path / "two")])
-    assert launched.returncode == 0, launched.stderr[-3000:]
+    assert launched.returncode == 1 and "every judgment failed" in launched.stderr, launched.stderr[-3000:]
     one, two = read_verdicts(tmp_path / "one"), read_verdicts(tmp_path / "two")
     assert len(one) == 10
     strip = lambda vs: [(v.sample_id, v.model, v.status, v.rating, v.raw_text) for v in vs]  # noqa: E731
     assert strip(two) == strip(one)
+    assert {v.status for v in one} == {"parse_failure"}  # re-asked once, in one batch on every process

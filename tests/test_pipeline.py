@@ -92,7 +92,9 @@ def test_build_on_shared_data_with_rules(shared_data, tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text())
     stages = {s["name"]: s for s in report["stages"]}
-    assert [s["name"] for s in report["stages"]] == ["collect", "query", "relevance", "threads", "extract"]
+    from echo_builder.pipeline import STAGE_ORDER
+
+    assert tuple(s["name"] for s in report["stages"]) == STAGE_ORDER
     assert stages["query"]["curated"] == 100
     scores = [json.loads(line) for line in (out / "stages" / "relevance.jsonl").read_text().splitlines()]
     x_scores = [s for s in scores if s["post_id"].startswith("x:")]
@@ -112,7 +114,18 @@ def test_build_on_shared_data_with_rules(shared_data, tmp_path):
         False
     ] * 3
     assert sum(1 for s in samples if s.output_images) == 6
-    assert stages["extract"]["Benchmark"] == 100 and "samples: 100" in result.output
+    assert stages["extract"]["Benchmark"] == 100 and "samples: 100 extracted" in result.output
+    # the six example images were imported into the media store; every other case lacks an output image
+    assert stages["media"]["local"] == 6 and stages["media"]["failed_refs"] == 0
+    final = _read_jsonl(out / "stages" / "applicability.jsonl", Sample)
+    reviews = {s.source_post_ids[0].rsplit("/", 1)[-1]: (s.tier, s.review) for s in final}
+    assert reviews["3"] == ("Benchmark", None)  # a poster with its example image and no upload needed
+    assert all(
+        reviews[c][1] == "input image" for c, s in by_case.items() if s.needs_input_images and s.output_images
+    )
+    assert stages["applicability"]["configs"]["text_to_image"] == sum(
+        t == "Benchmark" for t, _ in reviews.values()
+    )
 
 
 # -- scripted LLM, resume after SIGKILL -----------------------------------------------------------------------------------
@@ -178,6 +191,7 @@ def test_build_with_a_scripted_llm(openai_server, tmp_path):
             backend_options={"base_url": openai_server.base_url},
             target_model="GPT-4o",
             progress=False,
+            offline=True,
         )
     )
     stages = {s["name"]: s for s in result.report["stages"]}
@@ -196,7 +210,16 @@ def test_build_with_a_scripted_llm(openai_server, tmp_path):
     assert stages["extract"]["out"] == 9 and stages["extract"]["Benchmark"] == 9
     assert result.report["backend"] == "openai:curator"
     assert result.report["backend_snapshots"] == ["fake-vlm-2026-01-01@fp_test"]
-    assert result.report["versions"]["prompts"] == {"relevance": "relevance-v1", "extract": "extract-v1"}
+    prompts = result.report["versions"]["prompts"]
+    assert (prompts["relevance"], prompts["extract"], prompts["roles"]) == (
+        "relevance-v1",
+        "extract-v1",
+        "roles-v1",
+    )
+    # offline: the posts' image URLs are not in the media store, and each sample says so
+    assert stages["media"]["failed_refs"] == 9
+    media = _read_jsonl(tmp_path / "out" / "stages" / "media.jsonl", Sample)
+    assert all(e.endswith("offline and not in the media store") for s in media for e in s.media_errors)
     with pytest.raises(Exception, match="--resume"):
         build(BuildConfig(sources=[posts], out_dir=tmp_path / "out"))
 
@@ -225,6 +248,7 @@ def test_sigkill_during_relevance_then_resume(openai_server, tmp_path):
             "GPT-4o",
             "--concurrency",
             "2",
+            "--offline",
             *extra,
         ]
 
@@ -268,7 +292,7 @@ def test_build_checks_options_before_any_work(tmp_path):
     out = tmp_path / "out"
 
     def run(*extra):
-        return CliRunner().invoke(cli, ["build", str(posts), "--out", str(out), *extra])
+        return CliRunner().invoke(cli, ["build", str(posts), "--out", str(out), "--offline", *extra])
 
     bad_date = run("--launch-date", "2025-13-45", "--target-model", "GPT-4o")
     assert bad_date.exit_code == 1 and "launch date must be YYYY-MM-DD" in bad_date.output

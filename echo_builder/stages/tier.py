@@ -63,16 +63,13 @@ _TEXT = re.compile(
 
 
 def route(sample: Sample) -> str | None:
-    """The config a sample lands in: ``image_to_image``, ``text_to_image``, ``analysis``, or ``None`` (dropped)."""
-    label = (
-        sample.tier
-        or {"Benchmark": "Benchmark", "Analysis": "Manual Review", "Trash": "Discard"}[sample.quality]
-    )
-    if label == "Discard":
-        return None
-    if label == "Manual Review" or (sample.tier is None and sample.quality == "Analysis"):
-        return "analysis"
-    return "image_to_image" if sample.input_images else "text_to_image"
+    """The config a sample lands in: ``image_to_image``, ``text_to_image``, ``analysis``, or ``None`` (dropped).
+
+    One rule for the whole package: :func:`echo_dataset.rows.route_sample_dict`, which the dataset writer uses.
+    """
+    from echo_dataset.rows import route_sample_dict
+
+    return route_sample_dict(sample.model_dump(mode="json"))
 
 
 def structural_tier(sample: Sample) -> tuple[Literal["Benchmark", "Manual Review", "Discard"], str | None]:

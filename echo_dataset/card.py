@@ -1,0 +1,161 @@
+"""The dataset card: Hub YAML front matter plus a body rendered from ``echo_dataset/templates/echo_card.md.tmpl``.
+
+The template is a :class:`string.Template` (``$name`` placeholders; jinja2 is not a dependency of echo-bench),
+and every table is rendered here, so the template stays plain Markdown. Statistics come from a ``card_context``
+dict, usually :func:`card_context_from_report` of a build's ``report.json``; keys that are absent print as
+"not recorded".
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from echo_dataset import CONFIG_NAMES, SPLIT, __version__
+from echo_dataset.errors import EchoDatasetError
+from echo_dataset.features import COLUMN_DOCS
+
+__all__ = ["DEFAULT_TEMPLATE", "card_context_from_report", "front_matter", "render_card"]
+
+DEFAULT_TEMPLATE = Path(__file__).resolve().parent / "templates" / "echo_card.md.tmpl"
+DEFAULT_LICENSE = "other"
+_UNKNOWN = "not recorded"
+
+
+def card_context_from_report(report: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    """A card context from a build's ``report.json`` (keys of ``extra`` win)."""
+    versions = report.get("versions") or {}
+    context: dict[str, Any] = {
+        "target_model": report.get("target_model"),
+        "backend": report.get("backend"),
+        "backend_snapshots": report.get("backend_snapshots") or [],
+        "prompt_versions": versions.get("prompts") or {},
+        "package_version": versions.get("package") or report.get("echo_bench_version"),
+        "stages": [
+            {k: s.get(k) for k in ("name", "in", "out", "failures")} for s in report.get("stages") or ()
+        ],
+    }
+    context.update(extra)
+    return context
+
+
+def front_matter(
+    context: Mapping[str, Any], *, dataset_info: Sequence[Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The Hub metadata: license, task categories, pretty name, one ``configs`` entry per config and, when given,
+    ``dataset_info`` (features and split sizes per config, as ``datasets`` writes it)."""
+    meta = {
+        "license": context.get("license") or DEFAULT_LICENSE,
+        "pretty_name": context.get("pretty_name") or "ECHO benchmark",
+        "task_categories": ["text-to-image", "image-to-image"],
+        "tags": ["benchmark", "image-generation", "image-editing", "echo-bench"],
+        "configs": [
+            {"config_name": c, "data_files": [{"split": SPLIT, "path": f"{c}/{SPLIT}-*.parquet"}]}
+            for c in CONFIG_NAMES
+        ],
+    }
+    if dataset_info:
+        meta["dataset_info"] = [dict(i) for i in dataset_info]
+    return meta
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def cell(v: Any) -> str:
+        return _UNKNOWN if v is None else str(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _window(context: Mapping[str, Any]) -> str:
+    window = context.get("collection_window")
+    if isinstance(window, str):
+        return window
+    if window and all(window):
+        return f"{window[0]} to {window[1]}"
+    return _UNKNOWN
+
+
+def render_card(
+    context: Mapping[str, Any],
+    *,
+    counts: Mapping[str, int],
+    template: str | Path | None = None,
+    dataset_info: Sequence[Mapping[str, Any]] | None = None,
+) -> str:
+    """The full README.md: YAML front matter and the rendered body.
+
+    Args:
+        context: run statistics: ``target_model``, ``collection_window`` (``(first, last)`` or a string),
+            ``backend``, ``backend_snapshots``, ``prompt_versions`` (name -> version), ``package_version``,
+            ``stages`` (``[{name, in, out, failures}]``), ``dropped`` (Trash/Discard count), ``license``,
+            ``pretty_name``, ``description``, ``pseudonymized``.
+        counts: rows per config.
+        template: a template file; default ``echo_dataset/templates/echo_card.md.tmpl``.
+        dataset_info: per-config ``dataset_info`` YAML entries (see :func:`front_matter`).
+    """
+    path = Path(template) if template is not None else DEFAULT_TEMPLATE
+    if not path.is_file():
+        raise EchoDatasetError(
+            f"dataset card template {str(path)!r} not found; pass template= with a card template of your own"
+        )
+    backend = context.get("backend")
+    rows = [(c, counts.get(c, 0)) for c in CONFIG_NAMES]
+    if context.get("dropped") is not None:
+        rows.append(("dropped (Trash / Discard)", context["dropped"]))
+    stages = context.get("stages") or []
+    snapshots = ", ".join(f"`{s}`" for s in context.get("backend_snapshots") or ()) or _UNKNOWN
+    prompts = ", ".join(f"{k} `{v}`" for k, v in sorted((context.get("prompt_versions") or {}).items()))
+    provenance = "\n".join(
+        [
+            f"- Curation backend: `{backend}`" if backend else f"- Curation backend: {_UNKNOWN}",
+            f"- Backend snapshots: {snapshots}",
+            f"- Prompt versions: {prompts or _UNKNOWN}",
+            f"- echo-bench version: {context.get('package_version') or __version__}",
+        ]
+    )
+    baseline = ""
+    if backend == "rules":
+        baseline = (
+            "\n> **Note:** this dataset was curated by echo-bench's `rules` baseline (keyword and structure rules,"
+            " no language or vision model), not by the LLM/VLM pipeline of the paper. Expect lower precision.\n"
+        )
+    license_id = context.get("license") or DEFAULT_LICENSE
+    pseudonymized = context.get("pseudonymized", True)
+    body = string.Template(path.read_text(encoding="utf-8")).safe_substitute(
+        pretty_name=context.get("pretty_name") or "ECHO benchmark",
+        description=context.get("description")
+        or "Prompts, input images and community outputs of an image model, collected from social media.",
+        package_version=context.get("package_version") or __version__,
+        target_model=context.get("target_model") or _UNKNOWN,
+        collection_window=_window(context),
+        baseline_note=baseline,
+        config_table=_table(("config", "rows"), rows),
+        stage_table=_table(
+            ("stage", "in", "out", "failures"),
+            [(s.get("name"), s.get("in"), s.get("out"), s.get("failures")) for s in stages],
+        )
+        if stages
+        else _UNKNOWN,
+        provenance=provenance,
+        column_table=_table(("column", "meaning"), [(f"`{k}`", v) for k, v in COLUMN_DOCS.items()]),
+        privacy_note=(
+            "Social-media handles (mentions, author fields, handles inside post URLs) are replaced by stable "
+            "pseudonyms `user_<8 hex>`."
+            if pseudonymized
+            else "Handles were **not** pseudonymized."
+        )
+        + " Images and text remain the property of their authors; ask for removal through the dataset's"
+        " discussion page.",
+        license_note=context.get("license_note")
+        or f"`{license_id}`. The posts, prompts and images were published by their authors on social media.",
+    )
+    meta = yaml.safe_dump(
+        front_matter(context, dataset_info=dataset_info), sort_keys=False, allow_unicode=True
+    )
+    return f"---\n{meta}---\n\n{body.strip()}\n"

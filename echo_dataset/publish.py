@@ -1,0 +1,114 @@
+"""Publish a hub-shaped ECHO folder to the Hugging Face Hub (through an injectable ``HfApi``).
+
+Everything that can be wrong is checked before any network work: the folder (each config's Parquet and the
+README), the token, and, with ``pseudonymize=True``, that the folder was written with pseudonymized handles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from echo_dataset import CONFIG_NAMES, SPLIT
+from echo_dataset.errors import InvalidHubFolderError, MissingTokenError
+from echo_dataset.writer import ECHO_METADATA_KEY
+
+__all__ = ["publish", "validate_hub_folder"]
+
+
+def validate_hub_folder(folder: str | Path, *, require_pseudonymized: bool = False) -> list[Path]:
+    """The folder's Parquet files; raises :class:`InvalidHubFolderError` when a config or the README is missing."""
+    import pyarrow.parquet as pq
+
+    root = Path(folder)
+    if not root.is_dir():
+        raise InvalidHubFolderError(
+            f"{str(root)!r} is not a folder; write it with echo_dataset.write_hub_folder"
+        )
+    problems = []
+    files: list[Path] = []
+    for config in CONFIG_NAMES:
+        found = sorted((root / config).glob(f"{SPLIT}-*.parquet"))
+        if not found:
+            problems.append(f"{config}/{SPLIT}-*.parquet")
+        files += found
+    if not (root / "README.md").is_file():
+        problems.append("README.md")
+    if problems:
+        raise InvalidHubFolderError(
+            f"{str(root)!r} is not a complete ECHO dataset folder: missing {', '.join(problems)}; "
+            "write it with echo_dataset.write_hub_folder"
+        )
+    if require_pseudonymized:
+        for file in files:
+            meta = pq.read_schema(file).metadata or {}
+            if not json.loads(meta.get(ECHO_METADATA_KEY, b"{}")).get("pseudonymized"):
+                raise InvalidHubFolderError(
+                    f"{file} was not written with pseudonymized handles; rewrite the folder with "
+                    "write_hub_folder(..., pseudonymize=True) or pass pseudonymize=False to publish knowingly"
+                )
+    return files
+
+
+def _token(token: str | None) -> str | None:
+    if token:
+        return token
+    if os.environ.get("HF_TOKEN"):
+        return os.environ["HF_TOKEN"]
+    try:
+        from huggingface_hub import get_token
+    except ImportError:  # pragma: no cover - huggingface_hub comes with datasets
+        return None
+    return get_token()
+
+
+def publish(
+    folder: str | Path,
+    repo_id: str,
+    *,
+    api: Any = None,
+    token: str | None = None,
+    private: bool = False,
+    pseudonymize: bool = True,
+    commit_message: str = "Upload ECHO benchmark (echo-bench)",
+) -> Any:
+    """Create (or reuse) the dataset repo ``repo_id`` and upload ``folder`` to it in one commit.
+
+    Args:
+        folder: a folder written by :func:`echo_dataset.writer.write_hub_folder`.
+        repo_id: ``owner/name`` on the Hub.
+        api: an ``huggingface_hub.HfApi``-like object (tests pass a fake); default: a new ``HfApi(token=...)``.
+        token: Hub token; default ``$HF_TOKEN`` or the saved login (``huggingface_hub.get_token()``). Not needed
+            when ``api`` is given (it carries its own authentication).
+        private: create the repo private.
+        pseudonymize: refuse a folder whose Parquet files were written without pseudonymized handles.
+            Pseudonymization happens when writing (``write_hub_folder(..., pseudonymize=True)``, the default);
+            publishing only checks it, so the uploaded files are exactly the files on disk.
+        commit_message: the upload's commit message.
+
+    Returns:
+        What ``upload_folder`` returned (a ``CommitInfo`` with the real API).
+
+    Raises:
+        InvalidHubFolderError: the folder is incomplete or not pseudonymized (before any network work).
+        MissingTokenError: no ``api`` and no token (before any network work).
+    """
+    validate_hub_folder(folder, require_pseudonymized=pseudonymize)
+    if "/" not in repo_id or repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        raise InvalidHubFolderError(f"repo_id must look like 'owner/name', got {repo_id!r}")
+    if api is None:
+        resolved = _token(token)
+        if not resolved:
+            raise MissingTokenError(
+                "publishing needs a Hugging Face token with write access: set HF_TOKEN, run "
+                "`hf auth login`, or pass token=; nothing was uploaded"
+            )
+        from huggingface_hub import HfApi
+
+        api = HfApi(token=resolved)
+    api.create_repo(repo_id, repo_type="dataset", exist_ok=True, private=private)
+    return api.upload_folder(
+        folder_path=str(folder), repo_id=repo_id, repo_type="dataset", commit_message=commit_message
+    )

@@ -1,0 +1,197 @@
+"""Write a hub-shaped ECHO folder: ``<folder>/<config>/test-00000-of-00001.parquet`` per config plus README.md.
+
+This is the layout ``datasets.load_dataset(folder, config)`` reads offline, the Hub serves after
+:func:`echo_dataset.publish.publish`, and :func:`echo_dataset.loading.read_config` reads without ``datasets``.
+The output is deterministic: the same rows and media give byte-identical Parquet files and README (rows sorted by
+id, no timestamps in any metadata).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from echo_dataset import CONFIG_NAMES, SPLIT
+from echo_dataset.card import render_card
+from echo_dataset.errors import RowError
+from echo_dataset.features import COLUMNS, IMAGE_COLUMNS, URL_TWINS, features_for
+from echo_dataset.pseudonym import DEFAULT_SALT, pseudonymize
+
+__all__ = ["ECHO_METADATA_KEY", "SHARD_NAME", "encode_rows", "write_hub_folder"]
+
+SHARD_NAME = f"{SPLIT}-00000-of-00001.parquet"
+#: Parquet schema metadata key recording how the file was written (``{"pseudonymized": bool}``).
+ECHO_METADATA_KEY = b"echo_bench"
+_LIST_COLUMNS = frozenset(
+    {
+        *IMAGE_COLUMNS,
+        *URL_TWINS.values(),
+        "input_bboxes",
+        "community_feedback",
+        "source_post_urls",
+        "media_errors",
+    }
+)
+
+
+def _embed(value: Any, twin: str | None, media_root: Path | None, errors: list[str]) -> dict[str, Any] | None:
+    """One image entry: a path relative to ``media_root`` -> ``{"bytes", "path"}``; missing file -> ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):  # already encoded
+        return {"bytes": value.get("bytes"), "path": value.get("path")} if value.get("bytes") else None
+    if isinstance(value, bytes | bytearray):
+        return {"bytes": bytes(value), "path": None}
+    if media_root is None:  # an URL-only dataset: nothing to embed, not an error
+        return None
+    file = media_root / str(value)
+    if not file.is_file():
+        errors.append(f"{twin or value}: not found under the media root ({value})")
+        return None
+    return {"bytes": file.read_bytes(), "path": Path(str(value)).name}
+
+
+def _normalized(row: Mapping[str, Any], media_root: Path | None) -> dict[str, Any]:
+    unknown = sorted(set(row) - set(COLUMNS))
+    if unknown:
+        raise RowError(
+            f"row {row.get('id')!r} has unknown columns {unknown}; the columns are {', '.join(COLUMNS)}"
+        )
+    out: dict[str, Any] = {c: row.get(c, [] if c in _LIST_COLUMNS else None) for c in COLUMNS}
+    for column in _LIST_COLUMNS:
+        out[column] = list(out[column] or ())
+    errors = list(out["media_errors"])
+    for column, twin_column in URL_TWINS.items():
+        images, urls = out[column], out[twin_column]
+        if row.get(twin_column) is not None and len(urls) != len(images):
+            raise RowError(
+                f"row {out['id']!r}: {column} has {len(images)} entries but {twin_column} has {len(urls)}; "
+                "they must match position by position"
+            )
+        urls = urls or [None] * len(images)
+        out[twin_column] = urls
+        out[column] = [_embed(v, u, media_root, errors) for v, u in zip(images, urls, strict=True)]
+    out["media_errors"] = errors
+    return out
+
+
+def encode_rows(
+    rows: Sequence[Mapping[str, Any]],
+    config: str,
+    *,
+    media_root: str | Path | None = None,
+    pseudonymize_rows: bool = True,
+    salt: str = DEFAULT_SALT,
+) -> list[dict[str, Any]]:
+    """Rows ready for ``features_for(config)``: images embedded, pseudonymized, sorted by id.
+
+    Raises:
+        RowError: an unknown column, a duplicate id, or image and URL lists of different lengths.
+    """
+    features_for(config)  # validates the name
+    root = Path(media_root) if media_root is not None else None
+    normalized = [_normalized(r, root) for r in rows]
+    if pseudonymize_rows:
+        normalized = pseudonymize(normalized, salt=salt)
+    normalized.sort(key=lambda r: r["id"])
+    ids = [r["id"] for r in normalized]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) != len(ids) else []
+    if duplicates:
+        raise RowError(f"config {config!r}: duplicate ids {duplicates[:5]}")
+    return normalized
+
+
+def _write_parquet(rows: list[dict[str, Any]], config: str, path: Path, *, pseudonymized: bool) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    features = features_for(config)
+    schema = features.arrow_schema
+    schema = schema.with_metadata(
+        {**(schema.metadata or {}), ECHO_METADATA_KEY: json.dumps({"pseudonymized": pseudonymized}).encode()}
+    )
+    table = pa.Table.from_pylist([features.encode_example(r) for r in rows], schema=schema)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        if rows:  # an empty config has no row group at all (datasets cannot read a row group of 0 rows)
+            writer.write_table(table, row_group_size=100)
+    tmp.replace(path)
+
+
+def _dataset_info(config: str, rows: int, size: int) -> dict[str, Any]:
+    """The README ``dataset_info`` entry of a config (features and split size, as ``datasets`` writes it).
+
+    Besides showing the schema on the Hub, it makes ``datasets``' local cache key depend on each config's size:
+    ``load_dataset(folder, config)`` keys its cache by the folder name and README metadata only, not by the
+    Parquet files' content.
+    """
+    import datasets
+
+    info = datasets.DatasetInfo(
+        features=features_for(config),
+        splits=datasets.SplitDict({SPLIT: datasets.SplitInfo(name=SPLIT, num_bytes=size, num_examples=rows)}),
+        config_name=config,
+        download_size=size,
+        dataset_size=size,
+    )
+    return {"config_name": config, **{k: v for k, v in info._to_yaml_dict().items() if k != "config_name"}}
+
+
+def write_hub_folder(
+    rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]],
+    folder: str | Path,
+    *,
+    media_root: str | Path | None = None,
+    card_context: Mapping[str, Any],
+    pseudonymize: bool = True,
+    salt: str = DEFAULT_SALT,
+    card_template: str | Path | None = None,
+) -> Path:
+    """Write every ECHO config (an absent one as an empty table) and the dataset card into ``folder``.
+
+    Args:
+        rows_by_config: config name -> rows (see :mod:`echo_dataset.rows`; image columns hold paths relative to
+            ``media_root``, or already encoded ``{"bytes", "path"}`` dicts).
+        folder: the output folder (created; stale ``test-*.parquet`` shards of the configs are removed).
+        media_root: where image paths are resolved; ``None`` writes URLs only (no image embedded). A missing file
+            leaves ``None`` in the image list, keeps its URL twin and adds a ``media_errors`` entry.
+        card_context: run statistics for the card (see :func:`echo_dataset.card.render_card`);
+            :func:`echo_dataset.card.card_context_from_report` builds one from a build's ``report.json``.
+        pseudonymize: replace social-media handles by stable pseudonyms (on by default; see
+            :mod:`echo_dataset.pseudonym`). Recorded in each Parquet file's metadata; :func:`publish` checks it.
+        salt: the pseudonym salt.
+        card_template: a card template instead of ``echo_dataset/templates/echo_card.md.tmpl``.
+
+    Returns:
+        The folder.
+    """
+    unknown = sorted(set(rows_by_config) - set(CONFIG_NAMES))
+    if unknown:
+        raise RowError(f"unknown configs {unknown}; ECHO's configs are {', '.join(CONFIG_NAMES)}")
+    root = Path(folder)
+    encoded = {
+        c: encode_rows(
+            rows_by_config.get(c, ()), c, media_root=media_root, pseudonymize_rows=pseudonymize, salt=salt
+        )
+        for c in CONFIG_NAMES
+    }
+    context = dict(card_context)
+    context.setdefault("pseudonymized", pseudonymize)
+    if not context.get("collection_window"):
+        times = sorted(r["created_at"] for rows in encoded.values() for r in rows if r["created_at"])
+        context["collection_window"] = (times[0], times[-1]) if times else None
+    counts = {c: len(r) for c, r in encoded.items()}
+    render_card(context, counts=counts, template=card_template)  # a template problem fails before any write
+    infos = []
+    for config, rows in encoded.items():
+        for stale in (root / config).glob(f"{SPLIT}-*.parquet"):
+            stale.unlink()
+        shard = root / config / SHARD_NAME
+        _write_parquet(rows, config, shard, pseudonymized=pseudonymize)
+        infos.append(_dataset_info(config, len(rows), shard.stat().st_size))
+    readme = render_card(context, counts=counts, template=card_template, dataset_info=infos)
+    (root / "README.md").write_text(readme, encoding="utf-8")
+    return root
