@@ -1,7 +1,7 @@
 """The ``echo-bench`` command line.
 
-Commands: ``build``, ``judge``, ``leaderboard``, ``agreement``, ``metrics``, ``backends list|ping``,
-``cache stats``; ``publish`` and ``demo`` plug in here as they land. Heavy imports happen inside the command that needs them, so ``echo-bench --help`` is instant.
+Commands: ``build``, ``publish``, ``judge``, ``leaderboard``, ``agreement``, ``metrics``, ``backends list|ping``,
+``cache stats``; ``demo`` plugs in here when it lands. Heavy imports happen inside the command that needs them, so ``echo-bench --help`` is instant.
 """
 
 from __future__ import annotations
@@ -360,6 +360,15 @@ def judge(
     is_flag=True,
     help="Let the media stage fetch from private and loopback addresses (local mirrors, tests).",
 )
+@click.option(
+    "--pseudonymize/--no-pseudonymize",
+    default=True,
+    show_default=True,
+    help="Replace social-media handles in the dataset's text and author fields.",
+)
+@click.option(
+    "--license", "license_id", default="cc-by-4.0", show_default=True, help="Dataset license for the card."
+)
 def build(
     sources: tuple[str, ...],
     out_dir: str,
@@ -376,11 +385,14 @@ def build(
     resume: bool,
     offline: bool,
     allow_private_media: bool,
+    pseudonymize: bool,
+    license_id: str,
 ) -> None:
     """Curate posts from SOURCES (export files or folders) into benchmark samples.
 
     Stages: collect, query, relevance, threads, extract, media, roles, templates, screenshots, tier,
-    applicability. Writes OUT/stages/*.jsonl and OUT/report.json.
+    applicability. Writes OUT/stages/*.jsonl, OUT/report.json and the dataset itself: OUT/<config>/*.parquet
+    with OUT/README.md, readable with datasets.load_dataset(OUT, "text_to_image") and ready for `publish`.
     """
     from echo_builder.pipeline import BuildConfig
     from echo_builder.pipeline import build as run_build
@@ -403,6 +415,8 @@ def build(
         resume=resume,
         offline=offline,
         allow_private_media=allow_private_media,
+        pseudonymize=pseudonymize,
+        license=license_id,
     )
     header_shown = False
 
@@ -515,6 +529,29 @@ def metrics(
     for name, reason in result.unavailable.items():
         click.echo(f"not computed: {name}: {reason}", err=True)
     click.echo(f"wrote {result.out_dir}")
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option("--repo-id", required=True, help="Hub dataset repository, owner/name.")
+@click.option("--private", is_flag=True, help="Create the repository as private.")
+@click.option("--token", envvar="HF_TOKEN", help="Hub token (default: $HF_TOKEN or the saved login).")
+@click.option(
+    "--pseudonymize/--no-pseudonymize",
+    default=True,
+    show_default=True,
+    help="Refuse to upload a dataset whose handles were not pseudonymized at build time.",
+)
+def publish(directory: str, repo_id: str, private: bool, token: str | None, pseudonymize: bool) -> None:
+    """Upload a built dataset folder (every config's Parquet and the card) to the Hub in one commit."""
+    from echo_dataset.errors import EchoDatasetError
+    from echo_dataset.publish import publish as run_publish
+
+    try:
+        result = run_publish(directory, repo_id, token=token, private=private, pseudonymize=pseudonymize)
+    except EchoDatasetError as exc:
+        raise click.ClickException(redact(str(exc))) from None
+    click.echo(f"published {directory} to https://huggingface.co/datasets/{repo_id} ({result})")
 
 
 def _print_table(board: Any, fmt: str) -> None:

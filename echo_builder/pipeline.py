@@ -65,6 +65,8 @@ class BuildConfig:
         offline: the media stage uses only images already in the media store (no download).
         allow_private_media: let the media stage fetch from private and loopback addresses (tests, local mirrors).
         media_store: the content-addressed image store (default ``OUT/media``).
+        pseudonymize: replace social-media handles in the dataset's text and author fields (default on).
+        license: the dataset license written into the card.
     """
 
     sources: Sequence[str | Path]
@@ -87,6 +89,8 @@ class BuildConfig:
     offline: bool = False
     allow_private_media: bool = False
     media_store: str | Path | None = None
+    pseudonymize: bool = True
+    license: str = "cc-by-4.0"
 
 
 @dataclass
@@ -329,6 +333,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         "stages": entries,
     }
     _write_json(out / REPORT_FILE, report)
+    _write_dataset(config, out, samples, report)
     stats: dict[str, Any] = {"wall_time_s": timings}
     if caller is not None:
         stats["model_calls"] = vars(caller.stats)
@@ -444,6 +449,21 @@ def _later_stages(
         started,
     )
     return flagged.samples, failures
+
+
+def _write_dataset(config: BuildConfig, out: Path, samples: list[Sample], report: dict[str, Any]) -> None:
+    """The hub-shaped folder in ``out`` itself (``<config>/test-*.parquet`` + README card), so
+    ``load_dataset(out, "text_to_image")`` and ``echo-bench publish out`` work directly."""
+    from echo_builder.dataset_rows import rows_by_config
+    from echo_dataset.card import card_context_from_report
+    from echo_dataset.writer import write_hub_folder
+
+    store_root = Path(config.media_store) if config.media_store else out / "media"
+    grouped, dropped = rows_by_config(samples, media_root=store_root)
+    context = card_context_from_report(report, dropped=dropped, license=config.license)
+    write_hub_folder(
+        grouped, out, media_root=store_root, card_context=context, pseudonymize=config.pseudonymize
+    )
 
 
 def _label(config: BuildConfig, stage: str) -> str | None:

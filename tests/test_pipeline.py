@@ -341,3 +341,63 @@ def test_build_exits_nonzero_when_every_model_call_fails(openai_server, tmp_path
     )
     assert result.exit_code == 1 and "every model call of relevance failed" in result.output
     assert (tmp_path / "out" / "report.json").is_file()  # the failures are recorded, not lost
+
+
+def test_build_writes_a_loadable_dataset(shared_data, tmp_path):
+    import datasets
+
+    collection = shared_data / "prompt_collections" / "awesome-gpt4o-images"
+    out = tmp_path / "build"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "build",
+            str(collection),
+            str(shared_data / "x_graphql"),
+            "--backend",
+            "rules",
+            "--target-model",
+            "GPT-4o",
+            "--out",
+            str(out),
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    t2i = datasets.load_dataset(str(out), "text_to_image")["test"]
+    analysis = datasets.load_dataset(str(out), "analysis")["test"]
+    cases = {}
+    for case in (collection / "cases").iterdir():
+        data = yaml.safe_load((case / "case.yml").read_text())
+        cases[data["prompt"].rstrip("\n")] = (case, data)
+    assert len(t2i) >= 1
+    for row in t2i:
+        case, data = cases[row["prompt"]]  # prompts are case prompts verbatim
+        [image] = row["output_images"]
+        from PIL import Image
+
+        original = Image.open(case / data["image"]).convert("RGB")
+        assert image.convert("RGB").size == original.size
+        assert image.convert("RGB").tobytes() == original.tobytes()  # the collection's own image, decoded
+    needs_upload = [r for r in analysis if r["needs_input_images"]]
+    assert needs_upload and all(r["review"] == "input image" for r in needs_upload if r["output_images"])
+    all_urls = [u for ds in (t2i, analysis) for r in ds for u in r["source_post_urls"]]
+    assert not any("1649191520250245121" in u for u in all_urls)  # the X conversation is in no config
+    report = json.loads((out / "report.json").read_text())
+    configs = {s["name"]: s for s in report["stages"]}["applicability"]["configs"]
+    assert (configs["text_to_image"], configs["analysis"]) == (len(t2i), len(analysis))
+    card = (out / "README.md").read_text()
+    assert f"{len(t2i)}" in card and "rules" in card and "configs:" in card
+
+
+def test_publish_without_a_token_fails_before_any_work(tmp_path, monkeypatch):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
+    posts = _posts_file(tmp_path / "posts.jsonl", n=3)
+    out = tmp_path / "out"
+    built = CliRunner().invoke(
+        cli, ["build", str(posts), "--out", str(out), "--offline", "--target-model", "GPT-4o"]
+    )
+    assert built.exit_code == 0, built.output
+    result = CliRunner().invoke(cli, ["publish", str(out), "--repo-id", "someone/echo-test"])
+    assert result.exit_code == 1 and "token" in result.output.lower()
