@@ -152,7 +152,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     from echo_builder.stages.roles import ROLES_VERSION
     from echo_builder.stages.templates_screenshots import SCREENSHOTS_VERSION, TEMPLATES_VERSION
     from echo_builder.stages.threads import build_trees
-    from echo_builder.stages.tier import APPLICABILITY_VERSION
+    from echo_builder.stages.tier import APPLICABILITY_VERSION, TIER_VERSION
 
     # everything that can be wrong with the options is checked before any stage runs or any file is written
     if not 1 <= config.relevance_threshold <= 5:
@@ -327,6 +327,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
                 "roles": ROLES_VERSION,
                 "templates": TEMPLATES_VERSION,
                 "screenshots": SCREENSHOTS_VERSION,
+                "tier": TIER_VERSION,
                 "applicability": APPLICABILITY_VERSION,
             },
         },
@@ -398,7 +399,9 @@ def _later_stages(
         samples = done.samples
 
     started = time.perf_counter()
-    tiered = run_tier(samples)
+    tier_result = run_tier(samples, caller=caller, store_root=store_root, progress=_label(config, "tier"))
+    failures += tier_result.failures
+    tiered = tier_result.samples
     counts = {
         label: sum(1 for t in tiered if t.tier == label)
         for label in ("Benchmark", "Manual Review", "Discard")
@@ -410,7 +413,7 @@ def _later_stages(
             "name": "tier",
             "in": len(samples),
             "out": len(tiered),
-            "failures": 0,
+            "failures": len(tier_result.failures),
             **counts,
             "review_reasons": reasons,
         },

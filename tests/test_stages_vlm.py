@@ -79,7 +79,7 @@ def test_tier_and_routing():
             _sample(quality="Trash"),
             _sample(outputs=[_ref(1)], inputs=[_ref(0)]),
         ]
-    )
+    ).samples
     assert [(s.tier, s.review) for s in rows] == [
         ("Benchmark", None),
         ("Manual Review", "output image"),
@@ -120,7 +120,7 @@ def test_applicability_failure_is_unknown(openai_server, tmp_path):
     caller = ModelCaller(
         create_backend("openai:vlm", base_url=openai_server.base_url), retry=RetryPolicy(max_attempts=1)
     )
-    tiered = run_tier([_sample("add a hat", outputs=[_ref(1)], inputs=[_ref(0)])])
+    tiered = run_tier([_sample("add a hat", outputs=[_ref(1)], inputs=[_ref(0)])]).samples
     result = run_applicability(tiered, caller=caller, store_root=store)
     assert result.samples[0].applicability == ApplicabilityFlags()  # all unknown
     assert result.failures[0].stage == "applicability"
@@ -212,3 +212,21 @@ def test_screenshots_boxes_and_crops(openai_server, tmp_path):
     assert crop_in.getpixel((5, 5)) == (0, 200, 0)  # the 10 px inward margin cut the white frame
     assert Image.open(store / out.output_images[0].path).getpixel((5, 5)) == (200, 0, 0)
     assert any("degenerate" in n for n in result.notes)
+
+
+def test_vlm_tier_can_demote_never_promote(openai_server, tmp_path):
+    store, refs = _store_with(
+        tmp_path, [Image.new("RGB", (32, 32), (9, 9, 9)), Image.new("RGB", (32, 32), (99, 9, 9))]
+    )
+    openai_server.reply = lambda body: '{"tier": "Manual Review", "review": "output image"}'
+    good = _sample("add a hat", inputs=[refs[0]], outputs=[refs[1]])
+    needs_input = _sample("turn this photo", outputs=[refs[1]], needs_input_images=True)
+    result = run_tier([good, needs_input], caller=_vlm(openai_server, tmp_path), store_root=store)
+    assert [(s.tier, s.review) for s in result.samples] == [
+        ("Manual Review", "output image"),
+        ("Manual Review", "input image"),
+    ]
+    assert openai_server.calls == 1  # only the sample the rules let through was asked
+    openai_server.reply = lambda body: '{"tier": "Excellent"}'
+    failed = run_tier([good], caller=_vlm(openai_server, tmp_path / "b"), store_root=store)
+    assert failed.samples[0].tier == "Benchmark" and failed.failures[0].stage == "tier"

@@ -89,13 +89,78 @@ def structural_tier(sample: Sample) -> tuple[Literal["Benchmark", "Manual Review
     return "Benchmark", None
 
 
-def run_tier(samples: Sequence[Sample]) -> list[Sample]:
-    """Every sample with its final ``tier`` and ``review`` reason (the structural rules above)."""
-    out = []
-    for sample in samples:
+class TierAnswer(BaseModel):
+    """A VLM's tier for one sample, with the review reason for Manual Review."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    tier: Literal["Benchmark", "Manual Review", "Discard"]
+    review: Literal["prompt", "input image", "output image"] | None = None
+
+
+TIER_VERSION = "tier-v1"
+_TIER_SYSTEM = "You are the last quality check of an image-generation benchmark. Answer with JSON only."
+_TIER_USER = (
+    "Prompt:\n<prompt>\n{prompt}\n</prompt>\n\nThe first {n_in} image(s) above are the user's inputs, the rest the "
+    "model's outputs. Is this a good benchmark sample: a clear, self-contained prompt, inputs that match it, and an "
+    "output the prompt produced? Answer Benchmark, Manual Review (say what to review: prompt, input image or output "
+    'image) or Discard. Reply with JSON: {{"tier": "Benchmark", "review": null}}'
+)
+
+
+@dataclass
+class TierResult:
+    samples: list[Sample]
+    failures: list[StageFailure] = field(default_factory=list)
+
+
+def run_tier(
+    samples: Sequence[Sample],
+    *,
+    caller: ModelCaller | None = None,
+    store_root: Path | None = None,
+    progress: str | None = None,
+) -> TierResult:
+    """Every sample with its final ``tier`` and ``review`` reason.
+
+    The structural rules decide first; a VLM (when given) then re-checks the samples they let through as Benchmark
+    and may demote them, never promote a sample the rules stopped. A failed VLM answer keeps the structural tier
+    and is recorded.
+    """
+    from echo_builder.judge.images import prepare_for_judge
+
+    result = TierResult(samples=[])
+    pending: list[tuple[int, CallRequest]] = []
+    for i, sample in enumerate(samples):
         tier, reason = structural_tier(sample)
-        out.append(sample.model_copy(update={"tier": tier, "review": reason}))
-    return out
+        result.samples.append(sample.model_copy(update={"tier": tier, "review": reason}))
+        refs = [*sample.input_images, *sample.output_images]
+        if caller is None or store_root is None or tier != "Benchmark" or not all(r.path for r in refs):
+            continue
+        parts = [*(prepare_for_judge(store_root / r.path) for r in refs)]
+        parts.append(TextPart(_TIER_USER.format(prompt=sample.prompt, n_in=len(sample.input_images))))
+        messages = (Message("system", (TextPart(_TIER_SYSTEM),)), Message("user", tuple(parts)))
+        pending.append(
+            (
+                i,
+                CallRequest(
+                    messages, GenerationParams(max_tokens=256), stage="tier", prompt_version=TIER_VERSION
+                ),
+            )
+        )
+    if caller is not None and pending:
+        answers = caller.call_structured_many([r for _, r in pending], TierAnswer, progress=progress)
+        for (i, _), answer in zip(pending, answers, strict=True):
+            if answer.value is None:
+                result.failures.append(
+                    StageFailure("tier", samples[i].id, answer.error or "no answer", answer.raw_text)
+                )
+                continue
+            review = answer.value.review if answer.value.tier == "Manual Review" else None
+            result.samples[i] = result.samples[i].model_copy(
+                update={"tier": answer.value.tier, "review": review}
+            )
+    return result
 
 
 register_rule("tier")(structural_tier)
