@@ -25,7 +25,7 @@ from echo_dataset.errors import InvalidHubFolderError
 from echo_dataset.features import features_for
 from echo_dataset.pseudonym import DEFAULT_SALT
 from echo_dataset.rows import route_sample_dict, row_from_sample_dict
-from echo_dataset.writer import encode_rows
+from echo_dataset.writer import encode_rows, load_images
 
 __all__ = ["SAMPLE_STAGES", "EchoBench", "EchoBenchConfig", "latest_sample_stage"]
 
@@ -99,4 +99,4 @@ class EchoBench(datasets.GeneratorBasedBuilder):
             salt=self.config.salt,
         )
         for row in encoded:
-            yield row["id"], row
+            yield row["id"], load_images(row)

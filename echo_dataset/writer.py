@@ -19,7 +19,7 @@ from echo_dataset.errors import RowError
 from echo_dataset.features import COLUMNS, IMAGE_COLUMNS, URL_TWINS, features_for
 from echo_dataset.pseudonym import DEFAULT_SALT, pseudonymize
 
-__all__ = ["ECHO_METADATA_KEY", "SHARD_NAME", "encode_rows", "write_hub_folder"]
+__all__ = ["ECHO_METADATA_KEY", "SHARD_NAME", "encode_rows", "load_images", "write_hub_folder"]
 
 SHARD_NAME = f"{SPLIT}-00000-of-00001.parquet"
 #: Parquet schema metadata key recording how the file was written (``{"pseudonymized": bool}``).
@@ -36,6 +36,10 @@ _LIST_COLUMNS = frozenset(
 )
 
 
+_LAZY_FILE = "_file"  # key of a not-yet-read image file in a normalized row
+ROW_GROUP_SIZE = 100
+
+
 def _embed(value: Any, twin: str | None, media_root: Path | None, errors: list[str]) -> dict[str, Any] | None:
     """One image entry: a path relative to ``media_root`` -> ``{"bytes", "path"}``; missing file -> ``None``."""
     if value is None:
@@ -50,7 +54,8 @@ def _embed(value: Any, twin: str | None, media_root: Path | None, errors: list[s
     if not file.is_file():
         errors.append(f"{twin or value}: not found under the media root ({value})")
         return None
-    return {"bytes": file.read_bytes(), "path": Path(str(value)).name}
+    # the bytes are read only when the row's row group is written, so memory holds one row group, not the dataset
+    return {"bytes": None, "path": Path(str(value)).name, _LAZY_FILE: str(file)}
 
 
 def _normalized(row: Mapping[str, Any], media_root: Path | None) -> dict[str, Any]:
@@ -112,13 +117,27 @@ def _write_parquet(rows: list[dict[str, Any]], config: str, path: Path, *, pseud
     schema = schema.with_metadata(
         {**(schema.metadata or {}), ECHO_METADATA_KEY: json.dumps({"pseudonymized": pseudonymized}).encode()}
     )
-    table = pa.Table.from_pylist([features.encode_example(r) for r in rows], schema=schema)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-        if rows:  # an empty config has no row group at all (datasets cannot read a row group of 0 rows)
-            writer.write_table(table, row_group_size=100)
+        # an empty config has no row group at all (datasets cannot read a row group of 0 rows)
+        for start in range(0, len(rows), ROW_GROUP_SIZE):
+            chunk = [features.encode_example(load_images(r)) for r in rows[start : start + ROW_GROUP_SIZE]]
+            writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
     tmp.replace(path)
+
+
+def load_images(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` (from :func:`encode_rows`) with every lazily referenced image file read into its ``bytes``."""
+    out = dict(row)
+    for column in URL_TWINS:
+        out[column] = [
+            {"bytes": Path(img[_LAZY_FILE]).read_bytes(), "path": img["path"]}
+            if isinstance(img, Mapping) and _LAZY_FILE in img
+            else img
+            for img in row[column]
+        ]
+    return out
 
 
 def _dataset_info(config: str, rows: int, size: int) -> dict[str, Any]:
