@@ -131,8 +131,37 @@ def _prepare_out(config: BuildConfig) -> Path:
         raise ConfigError(
             f"{out} already holds a build; pass --resume to continue it, or choose another --out"
         )
+    settings = _settings(config)
+    recorded = out / "build.json"
+    if config.resume and recorded.is_file():
+        previous = json.loads(recorded.read_text(encoding="utf-8"))
+        changed = sorted(k for k in set(settings) | set(previous) if settings.get(k) != previous.get(k))
+        if changed:
+            raise ConfigError(
+                f"{out} was built with other settings ({', '.join(changed)}); resume with the same options, "
+                "or choose another --out"
+            )
     stages.mkdir(parents=True, exist_ok=True)
+    _write_json(recorded, settings)
     return out
+
+
+def _settings(config: BuildConfig) -> dict[str, Any]:
+    """What must not change between a build and its resumption (paths as given, the keyword file by content)."""
+    keywords = Path(config.keywords_file).read_text(encoding="utf-8") if config.keywords_file else None
+    return {
+        "sources": [str(s) for s in config.sources],
+        "backend": config.backend,
+        "target_model": config.target_model,
+        "launch_date": str(config.launch_date) if config.launch_date else None,
+        "keywords": keywords,
+        "source_format": config.source_format,
+        "relevance_threshold": config.relevance_threshold,
+        "max_depth": config.max_depth,
+        "max_tree_size": config.max_tree_size,
+        "pseudonymize": config.pseudonymize,
+        "license": config.license,
+    }
 
 
 def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | None = None) -> BuildResult:

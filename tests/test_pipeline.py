@@ -401,3 +401,13 @@ def test_publish_without_a_token_fails_before_any_work(tmp_path, monkeypatch):
     assert built.exit_code == 0, built.output
     result = CliRunner().invoke(cli, ["publish", str(out), "--repo-id", "someone/echo-test"])
     assert result.exit_code == 1 and "token" in result.output.lower()
+
+
+def test_resume_refuses_changed_settings(tmp_path):
+    posts = _posts_file(tmp_path / "posts.jsonl", n=3)
+    out = tmp_path / "out"
+    base = ["build", str(posts), "--out", str(out), "--offline"]
+    assert CliRunner().invoke(cli, [*base, "--target-model", "GPT-4o"]).exit_code == 0
+    changed = CliRunner().invoke(cli, [*base, "--target-model", "GPT-5", "--resume"])
+    assert changed.exit_code == 1 and "other settings (target_model)" in changed.output
+    assert CliRunner().invoke(cli, [*base, "--target-model", "GPT-4o", "--resume"]).exit_code == 0
