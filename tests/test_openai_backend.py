@@ -113,18 +113,18 @@ def test_missing_logprobs_are_reported(openai_server, caplog):
 
 @pytest.mark.slow
 def test_200_requests_with_30_percent_faults_all_succeed(openai_server, tmp_path):
-    openai_server.faults = FaultPlan(rate=0.3, seed=1, slow_s=1.0)
-    backend = _backend(openai_server, timeout_s=0.5)
-    caller = ModelCaller(backend, cache=CallCache(tmp_path), concurrency=16, timeout_s=0.5, retry=FAST_RETRY)
+    openai_server.faults = FaultPlan(rate=0.3, seed=1, slow_s=3.0)
+    backend = _backend(openai_server, timeout_s=1.5)
+    caller = ModelCaller(backend, cache=CallCache(tmp_path), concurrency=16, timeout_s=1.5, retry=FAST_RETRY)
     requests = _requests(200)
     results = caller.call_many(requests)
     assert [r.reply.text for r in results] == [f"echo: question {i}" for i in range(200)]
     faults = [f for f in openai_server.log.faults if f]
     assert 0.2 < len(faults) / len(openai_server.log.faults) < 0.4
     assert set(faults) == {"429", "500", "drop", "slow", "garbage", "truncated", "wrong_fields"}
-    assert (
-        len(openai_server.log.faults) - len(faults) == 200
-    )  # exactly one successful server reply per request
+    # every request got a successful reply (on a loaded machine a reply can land after the client's timeout, so a
+    # request may be answered twice: at least one success each, never fewer)
+    assert len(openai_server.log.faults) - len(faults) >= 200
     assert (
         caller.stats.attempts == 200 + caller.stats.retries >= openai_server.calls
     )  # a drop may never arrive
@@ -190,18 +190,18 @@ def test_backoff_grows_exponentially_with_full_jitter():
 
 def test_timeouts_are_retried(openai_server):
     openai_server.faults = FaultPlan(
-        always=lambda body: openai_server.calls == 1, always_kind="slow", slow_s=1.0
+        always=lambda body: openai_server.calls == 1, always_kind="slow", slow_s=4.0
     )
     caller = ModelCaller(_backend(openai_server, timeout_s=5), timeout_s=0.3, retry=FAST_RETRY)
     start = time.perf_counter()
     result = caller.call(CallRequest((user_message("x"),)))
     assert result.ok and result.attempts == 2
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 3.0  # did not wait for the 4 s reply
 
 
 @pytest.mark.parametrize("concurrency", [1, 8, 32])
 def test_in_flight_requests_equal_the_concurrency_limit(openai_server, concurrency):
-    openai_server.latency_s = 0.25  # long enough for every connection of the first wave to open
+    openai_server.latency_s = 0.6  # long enough for every connection of the first wave to open
     caller = ModelCaller(_backend(openai_server), concurrency=concurrency, retry=FAST_RETRY)
     results = caller.call_many(_requests(2 * concurrency))
     assert all(r.ok for r in results)
