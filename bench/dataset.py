@@ -41,7 +41,9 @@ def make_pool(folder: Path, n: int = 64) -> list[tuple[str, int]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--samples", type=int, default=10_000)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -58,16 +60,29 @@ def main() -> None:
         for i in range(args.samples):
             inp, out = pool[i % len(pool)], pool[(i * 7 + 3) % len(pool)]
             raw_bytes += inp[1] + out[1]
-            rows.append({
-                "id": f"echo-{i:016x}", "prompt": f"edit number {i}: put it in a green field", "created_at": created,
-                "input_images": [inp[0]], "input_image_urls": [f"https://e.com/{i}/in.jpg"],
-                "output_images": [out[0]], "output_image_urls": [f"https://e.com/{i}/out.jpg"],
-                "quality": "Benchmark", "tier": "Benchmark", "platform": "x",
-            })
+            rows.append(
+                {
+                    "id": f"echo-{i:016x}",
+                    "prompt": f"edit number {i}: put it in a green field",
+                    "created_at": created,
+                    "input_images": [inp[0]],
+                    "input_image_urls": [f"https://e.com/{i}/in.jpg"],
+                    "output_images": [out[0]],
+                    "output_image_urls": [f"https://e.com/{i}/out.jpg"],
+                    "quality": "Benchmark",
+                    "tier": "Benchmark",
+                    "platform": "x",
+                }
+            )
         folder = Path(tmp) / "hub"
         start = time.perf_counter()
-        write_hub_folder({"image_to_image": rows}, folder, media_root=media, pseudonymize=False,
-                         card_context={"target_model": "bench", "backend": "rules"})
+        write_hub_folder(
+            {"image_to_image": rows},
+            folder,
+            media_root=media,
+            pseudonymize=False,
+            card_context={"target_model": "bench", "backend": "rules"},
+        )
         write_s = time.perf_counter() - start
         rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
         parquet = sum(p.stat().st_size for p in folder.rglob("*.parquet"))
@@ -80,9 +95,13 @@ def main() -> None:
             n += 1
         load_s = time.perf_counter() - start
     print("| measure | value |\n|---|---|")
-    print(f"| rows written ({args.samples:,}, 2 embedded 1024x768 JPEGs each) | {args.samples / write_s:,.0f} rows/s ({write_s:.1f} s) |")
+    print(
+        f"| rows written ({args.samples:,}, 2 embedded 1024x768 JPEGs each) | {args.samples / write_s:,.0f} rows/s ({write_s:.1f} s) |"
+    )
     print(f"| peak memory (max RSS, whole process) | {rss_gb:.2f} GB |")
-    print(f"| Parquet size vs raw image bytes | {parquet / 1e6:,.0f} MB vs {raw_bytes / 1e6:,.0f} MB ({parquet / raw_bytes:.3f}x) |")
+    print(
+        f"| Parquet size vs raw image bytes | {parquet / 1e6:,.0f} MB vs {raw_bytes / 1e6:,.0f} MB ({parquet / raw_bytes:.3f}x) |"
+    )
     print(f"| load_dataset + decode both images | {n / load_s:,.0f} rows/s ({load_s:.1f} s) |")
 
 

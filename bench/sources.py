@@ -15,19 +15,15 @@ also appends it, with date and machine, to bench/RESULTS.md.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import platform
 import tempfile
-import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.results import append_section, machine
 from echo_builder.sources import read_posts, write_jsonl
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 HEADING = "## Sources (`python -m bench.sources`)"
 TEXT = "Tried the new image model on my cat 🐱 &amp; the result is wild. Prompt: a watercolor portrait, soft light"
 
@@ -329,21 +325,12 @@ def main() -> None:
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
     print("\n".join(lines))
     if args.append:
-        machine = f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}"
-        text = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n"
+        where = machine()
         intro = (
             f"Synthetic exports at scale {args.scale} (sizes in the module docstring), each read whole with "
-            f"read_posts (decode, parse, detect, map, validate, de-duplicate). Best of {args.repeats} runs; {machine}."
+            f"read_posts (decode, parse, detect, map, validate, de-duplicate). Best of {args.repeats} runs; {where}."
         )
-        section = (
-            f"\n{HEADING}, {dt.date.today().isoformat()}\n\n"
-            + textwrap.fill(intro, width=110)
-            + "\n\n"
-            + "\n".join(lines)
-            + "\n"
-        )
-        RESULTS.write_text(text.rstrip("\n") + "\n" + section, encoding="utf-8")
-        print(f"appended to {RESULTS}")
+        append_section(HEADING, intro, lines)
 
 
 if __name__ == "__main__":

@@ -13,16 +13,12 @@ table; ``--append`` also appends it, with date and machine, to bench/RESULTS.md.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import os
-import platform
-import textwrap
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from bench.results import append_section, machine
 from echo_builder.stats import (
     bootstrap_bradley_terry,
     bootstrap_win_rates,
@@ -31,7 +27,6 @@ from echo_builder.stats import (
     pseudo_pairwise,
 )
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 HEADING = "## Statistics (`python -m bench.stats`)"
 
 
@@ -114,25 +109,13 @@ def main() -> None:
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     print("\n".join(lines))
     if args.append:
-        machine = (
-            f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
-            f"numpy {np.__version__}, pandas {pd.__version__}"
-        )
-        text = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n"
+        where = machine(f"numpy {np.__version__}", f"pandas {pd.__version__}")
         intro = (
             f"{args.models} models x {args.prompts:,} prompts x {args.judges} judges of synthetic 1-10 ratings "
             "(model quality + prompt difficulty shared by all models + judge noise; 2% missing outputs, 1% judge "
-            f"failures). Best of {args.repeats} runs; {machine}."
+            f"failures). Best of {args.repeats} runs; {where}."
         )
-        section = (
-            f"\n{HEADING}, {dt.date.today().isoformat()}\n\n"
-            + textwrap.fill(intro, width=110)
-            + "\n\n"
-            + "\n".join(lines)
-            + "\n"
-        )
-        RESULTS.write_text(text.rstrip("\n") + "\n" + section, encoding="utf-8")
-        print(f"appended to {RESULTS}")
+        append_section(HEADING, intro, lines)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ os.environ.update(
 for _name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ECHO_OPENAI_API_KEY", "ECHO_OPENAI_BASE_URL", "HF_TOKEN"):
     os.environ.pop(_name, None)
 
+pytest_plugins = ["tests.helpers.face_fixtures"]
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ECHO_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
