@@ -209,7 +209,30 @@ def _special_token_ids(tokenizer: Qwen2Tokenizer) -> dict[str, int]:
     return ids
 
 
-def _build_model_config(tokenizer: Qwen2Tokenizer) -> Qwen2VLConfig:
+# Qwen2-VL-2B-Instruct's published dimensions (its config.json), for throughput measurements with random weights.
+_SHAPE_2B_TEXT: dict[str, Any] = {
+    "hidden_size": 1536,
+    "intermediate_size": 8960,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 32768,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [16, 24, 24]},
+    "initializer_range": 0.02,
+}
+_SHAPE_2B_VISION: dict[str, Any] = {
+    "depth": 32,
+    "embed_dim": 1280,
+    "num_heads": 16,
+    "mlp_ratio": 4,
+    "hidden_size": 1536,
+    "initializer_range": 0.02,
+}
+# Real Qwen2-VL pixel budget for judging: 512 px short side images become a few hundred vision tokens.
+_SHAPE_2B_PIXELS = {"shortest_edge": 56 * 56, "longest_edge": 1024 * 1024}
+
+
+def _build_model_config(tokenizer: Qwen2Tokenizer, shape: str = "tiny") -> Qwen2VLConfig:
     from transformers import Qwen2VLConfig
 
     ids = _special_token_ids(tokenizer)
@@ -243,6 +266,11 @@ def _build_model_config(tokenizer: Qwen2Tokenizer) -> Qwen2VLConfig:
         "spatial_merge_size": _MERGE_SIZE,
         "initializer_range": 0.2,
     }
+    if shape == "2b":
+        text_config.update(_SHAPE_2B_TEXT)
+        vision_config.update(_SHAPE_2B_VISION)
+    elif shape != "tiny":
+        raise ValueError(f"unknown shape {shape!r}: 'tiny' or '2b'")
     return Qwen2VLConfig(
         text_config=text_config,
         vision_config=vision_config,
@@ -254,8 +282,13 @@ def _build_model_config(tokenizer: Qwen2Tokenizer) -> Qwen2VLConfig:
     )
 
 
-def build_tiny_qwen2_vl(folder: str | pathlib.Path, seed: int = 0) -> pathlib.Path:
+def build_tiny_qwen2_vl(
+    folder: str | pathlib.Path, seed: int = 0, *, shape: str = "tiny", device: str = "cpu", dtype: Any = None
+) -> pathlib.Path:
     """Write a tiny random-weight Qwen2-VL model + processor into ``folder``.
+
+    ``shape="2b"`` instead gives Qwen2-VL-2B's dimensions (about 2.2B random parameters, built on ``device`` and
+    saved in ``dtype``) with a realistic pixel budget: for GPU throughput benchmarks, not for tests.
 
     The result loads with ``AutoProcessor.from_pretrained(folder)`` and
     ``AutoModelForImageTextToText.from_pretrained(folder)`` without network access.
@@ -279,6 +312,8 @@ def build_tiny_qwen2_vl(folder: str | pathlib.Path, seed: int = 0) -> pathlib.Pa
 
     # For Qwen2-VL, "shortest_edge"/"longest_edge" are the min/max *pixel counts*.
     pixel_budget = {"shortest_edge": _MIN_PIXELS, "longest_edge": _MAX_PIXELS}
+    if shape == "2b":
+        pixel_budget = dict(_SHAPE_2B_PIXELS)
     image_processor = Qwen2VLImageProcessor(
         size=pixel_budget,
         patch_size=_PATCH_SIZE,
@@ -299,12 +334,15 @@ def build_tiny_qwen2_vl(folder: str | pathlib.Path, seed: int = 0) -> pathlib.Pa
         chat_template=CHAT_TEMPLATE,
     )
 
-    config = _build_model_config(tokenizer)
+    config = _build_model_config(tokenizer, shape)
     ids = _special_token_ids(tokenizer)
     generator_state = torch.random.get_rng_state()
     try:
         torch.manual_seed(seed)
-        model = Qwen2VLForConditionalGeneration(config).eval()
+        with torch.device(device):
+            model = Qwen2VLForConditionalGeneration(config).eval()
+        if dtype is not None:
+            model = model.to(dtype)
     finally:
         torch.random.set_rng_state(generator_state)  # don't leak the seed into the caller
     model.generation_config = GenerationConfig(
