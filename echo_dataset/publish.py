@@ -15,7 +15,7 @@ from echo_dataset import CONFIG_NAMES, SPLIT
 from echo_dataset.errors import InvalidHubFolderError, MissingTokenError
 from echo_dataset.writer import ECHO_METADATA_KEY
 
-__all__ = ["publish", "validate_hub_folder"]
+__all__ = ["publish", "upload_patterns", "validate_hub_folder"]
 
 
 def validate_hub_folder(folder: str | Path, *, require_pseudonymized: bool = False) -> list[Path]:
@@ -109,6 +109,21 @@ def publish(
 
         api = HfApi(token=resolved)
     api.create_repo(repo_id, repo_type="dataset", exist_ok=True, private=private)
+    # Only the dataset goes up: a build folder also holds stages/*.jsonl with the raw posts and real handles,
+    # the call cache and the media store, which must never be published. Shards of an earlier upload that this
+    # one does not replace are deleted, so a config never mixes two builds.
     return api.upload_folder(
-        folder_path=str(folder), repo_id=repo_id, repo_type="dataset", commit_message=commit_message
+        folder_path=str(folder),
+        repo_id=repo_id,
+        repo_type="dataset",
+        commit_message=commit_message,
+        allow_patterns=upload_patterns(folder),
+        delete_patterns=[f"{config}/*.parquet" for config in CONFIG_NAMES],
     )
+
+
+def upload_patterns(folder: str | Path) -> list[str]:
+    """The files of ``folder`` that :func:`publish` uploads: ``README.md`` and each config's Parquet shards,
+    as POSIX paths relative to the folder (no other file of a build folder leaves the machine)."""
+    root = Path(folder)
+    return ["README.md", *(p.relative_to(root).as_posix() for p in validate_hub_folder(root))]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from huggingface_hub.utils import filter_repo_objects
 
 from echo_dataset.errors import InvalidHubFolderError, MissingTokenError
 from echo_dataset.pseudonym import pseudonym, pseudonymize, pseudonymize_text
@@ -22,6 +23,12 @@ class FakeApi:
 
     def upload_folder(self, *args, **kwargs):
         self.calls.append(("upload_folder", args, kwargs))
+        # what the real client would send, selected by huggingface_hub's own pattern filter
+        root = Path(kwargs["folder_path"])
+        local = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+        self.uploaded = set(
+            filter_repo_objects(local, allow_patterns=kwargs.get("allow_patterns"), ignore_patterns=None)
+        )
         return "commit-info"
 
 
@@ -40,9 +47,46 @@ def test_publish_creates_the_repo_then_uploads_the_folder(hub: Path):
         (
             "upload_folder",
             (),
-            {"folder_path": str(hub), "repo_id": "me/echo", "repo_type": "dataset", "commit_message": "v1"},
+            {
+                "folder_path": str(hub),
+                "repo_id": "me/echo",
+                "repo_type": "dataset",
+                "commit_message": "v1",
+                "allow_patterns": [
+                    "README.md",
+                    "text_to_image/test-00000-of-00001.parquet",
+                    "image_to_image/test-00000-of-00001.parquet",
+                    "analysis/test-00000-of-00001.parquet",
+                ],
+                "delete_patterns": [
+                    "text_to_image/*.parquet",
+                    "image_to_image/*.parquet",
+                    "analysis/*.parquet",
+                ],
+            },
         ),
     ]
+
+
+def test_publish_uploads_only_the_dataset_from_a_build_folder(hub: Path):
+    # a build folder also holds the raw posts (real handles), the call cache and the media store
+    for extra in (
+        "stages/collect.jsonl",
+        "cache/calls.sqlite",
+        "media/ab/abcdef.png",
+        "report.json",
+        "build.json",
+    ):
+        (hub / extra).parent.mkdir(parents=True, exist_ok=True)
+        (hub / extra).write_text("@alice", encoding="utf-8")
+    api = FakeApi()
+    publish(hub, "me/echo", api=api)
+    assert api.uploaded == {
+        "README.md",
+        "text_to_image/test-00000-of-00001.parquet",
+        "image_to_image/test-00000-of-00001.parquet",
+        "analysis/test-00000-of-00001.parquet",
+    }
 
 
 def test_no_token_fails_before_any_work(hub: Path, monkeypatch: pytest.MonkeyPatch):
