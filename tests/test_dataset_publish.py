@@ -54,13 +54,13 @@ def test_publish_creates_the_repo_then_uploads_the_folder(hub: Path):
                 "commit_message": "v1",
                 "allow_patterns": [
                     "README.md",
-                    "text_to_image/test-00000-of-00001.parquet",
                     "image_to_image/test-00000-of-00001.parquet",
+                    "text_to_image/test-00000-of-00001.parquet",
                     "analysis/test-00000-of-00001.parquet",
                 ],
                 "delete_patterns": [
-                    "text_to_image/*.parquet",
                     "image_to_image/*.parquet",
+                    "text_to_image/*.parquet",
                     "analysis/*.parquet",
                 ],
             },
