@@ -334,3 +334,22 @@ def test_vote_groups_that_never_met_are_flagged(tmp_path):
     result = CliRunner().invoke(cli, ["leaderboard", "--votes", str(path), "--n-boot", "20"])
     assert result.exit_code == 0, result.output  # the byte-order mark is not part of the first column's name
     assert "2 groups that were never compared" in result.output and "a, b; c, d" in result.output
+
+
+def test_agreement_json_is_standard_json_when_a_statistic_is_undefined(bench, openai_server, tmp_path):
+    # one judge: Kendall's W among judges is undefined (NaN), which must print as null, not NaN
+    openai_server.reply = scripted_judges
+    out = tmp_path / "run"
+    _run(*_judge_args(bench, openai_server, out, ["judge2"]))
+    votes = [{"sample_id": s, "model_a": "green", "model_b": "red", "winner": "model_a"} for s in SAMPLES]
+    path = tmp_path / "votes.jsonl"
+    path.write_text("\n".join(json.dumps(v) for v in votes))
+
+    def reject(name: str) -> None:
+        raise ValueError(f"non-standard JSON constant {name}")
+
+    report = json.loads(
+        _run("agreement", str(out), "--human", str(path), "--format", "json"), parse_constant=reject
+    )
+    assert report["kendalls_w"]["w"] is None
+    assert {r["judge"]: r for r in report["judges"]}["openai:judge2"]["pair_agreement"] == 1.0

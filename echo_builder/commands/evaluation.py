@@ -223,12 +223,31 @@ def metrics(
     click.echo(f"wrote {result.out_dir}")
 
 
+def _strict_json(value: Any) -> str:
+    """``value`` as standard JSON: NaN and infinities (undefined statistics) become ``null``, which every JSON
+    parser reads (Python's ``json`` would write the non-standard ``NaN``)."""
+    import math
+
+    def clean(item: Any) -> Any:
+        if isinstance(item, float):
+            return item if math.isfinite(item) else None
+        if isinstance(item, dict):
+            return {str(k): clean(v) for k, v in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [clean(v) for v in item]
+        if hasattr(item, "item") and callable(item.item):  # numpy scalars
+            return clean(item.item())
+        return item if item is None or isinstance(item, (str, int, bool)) else str(item)
+
+    return json.dumps(clean(value), indent=2, allow_nan=False)
+
+
 def _print_table(board: Any, fmt: str) -> None:
     import math
 
     records = board.records()
     if fmt == "json":
-        click.echo(json.dumps(records, indent=2))
+        click.echo(_strict_json(records))
         return
     if fmt == "csv":
         click.echo(board.table.to_csv(index=False).rstrip())
@@ -373,7 +392,7 @@ def agreement(run: str, human: str, fmt: str) -> None:
 
     report = judge_human_agreement(run, human)
     if fmt == "json":
-        click.echo(json.dumps(report, indent=2, default=str))
+        click.echo(_strict_json(report))
         return
     click.echo(
         f"{'judge':<40} {'pairs':>6} {'agree (ties)':>12} {'agree (no ties)':>15} {'tau-b':>7} {'p':>7}"
