@@ -123,9 +123,9 @@ def build(
     def show(entry: dict[str, Any]) -> None:
         nonlocal header_shown
         if not header_shown:  # printed with the first finished stage, so a failed start prints only the error
-            click.echo(f"{'stage':<10} {'in':>8} {'out':>8} {'failures':>8}")
+            click.echo(f"{'stage':<22} {'in':>8} {'out':>8} {'failures':>8}")
             header_shown = True
-        click.echo(f"{entry['name']:<10} {entry['in']:>8} {entry['out']:>8} {entry['failures']:>8}")
+        click.echo(f"{entry['name']:<22} {entry['in']:>8} {entry['out']:>8} {entry['failures']:>8}")
 
     result = run_build(config, on_stage=show)
     stages = {entry["name"]: entry for entry in result.report["stages"]}
