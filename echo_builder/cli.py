@@ -2,8 +2,8 @@
 
 The group and its error handling live here; the subcommands live in :mod:`echo_builder.commands` (curation:
 ``build``, ``publish``; evaluation: ``judge``, ``leaderboard``, ``agreement``, ``metrics``; tools: ``backends``,
-``cache``). ``demo`` plugs in when it lands. Heavy imports happen inside the command that needs them, so
-``echo-bench --help`` is instant.
+``cache``; the tour: ``demo``). Heavy imports happen inside the command that needs them, so ``echo-bench --help``
+is instant.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import click
 from echo_builder import __version__
 from echo_builder.commands.backends import backends, cache
 from echo_builder.commands.curation import build, publish
+from echo_builder.commands.demo import demo
 from echo_builder.commands.evaluation import agreement, judge, leaderboard, metrics
 from echo_builder.errors import EchoError
 from echo_builder.secrets import redact
@@ -65,7 +66,7 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
-for _command in (backends, cache, build, publish, judge, leaderboard, agreement, metrics):
+for _command in (backends, cache, build, publish, judge, leaderboard, agreement, metrics, demo):
     cli.add_command(_command)
 
 

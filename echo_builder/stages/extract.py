@@ -8,7 +8,9 @@ most once, and URLs must belong to the tree (unknown ones are dropped and noted)
 
 The ``rules`` baseline: curated collection cases are Benchmark samples with their prompt verbatim; in social
 trees, an explicit marker (``Prompt:``, ``提示词：``), a long quoted passage, or a "prompt below / in the replies"
-root whose prompt sits in the author's reply gives the prompt; replies from other people that judge the result
+root whose prompt sits in the author's reply gives the prompt; a prompt about the user's own image ("my photo",
+"this picture of ...", "the attached image") marks the sample as needing input images, so the roles baseline takes
+the first image as the input (an edit); replies from other people that judge the result
 become feedback; a tree with no prompt is Analysis when it has images or feedback, Trash otherwise, and a tree
 about another model is Trash.
 """
@@ -157,9 +159,12 @@ def _make_sample(
     modified: bool,
     feedback: list[Feedback],
     salt: str = "",
+    needs_input: bool = False,
 ) -> Sample:
     root = tree.post(tree.root_id)
-    needs_input = any(isinstance(p.raw, dict) and bool(p.raw.get("needs_input_image")) for p in posts)
+    needs_input = needs_input or any(
+        isinstance(p.raw, dict) and bool(p.raw.get("needs_input_image")) for p in posts
+    )
     return Sample(
         id=sample_id([p.id for p in posts], salt=salt),
         prompt=prompt,
@@ -184,6 +189,12 @@ _PROMPT_ELSEWHERE = re.compile(
 )
 _QUOTED = re.compile(r"[\"“«]([^\"”»]{25,})[\"”»]")
 _URL = re.compile(r"https?://\S+")
+# a prompt about the user's own image ("my photo", "this picture of my street", "the attached image"): an edit
+_OWN_IMAGE = re.compile(
+    r"(?<![^\W_])(?:this|these|my|our|attached|uploaded|the attached|the uploaded|the original)\s+"
+    r"(?:[\w'-]+\s+){0,2}?(?:photo|photos|image|images|picture|pictures|pic|pics|selfie|drawing|sketch)(?![^\W_])",
+    re.IGNORECASE,
+)
 _FEEDBACK = re.compile(
     r"(?<![^\W_])(wow|amazing|awesome|great|beautiful|insane|incredible|love|perfect|impressive|nailed|realistic|"
     r"wrong|bad|ugly|fail|fails|failed|broken|weird|yellow|tint|blurry|distorted|off|missing|doesn't|didn't|"
@@ -205,8 +216,26 @@ def _marker_prompt(text: str) -> str | None:
     match = _MARKER.search(text)
     if match and _clean(match.group(1)):
         return _clean(match.group(1))
-    quoted = _QUOTED.search(text)
-    return quoted.group(1).strip() if quoted else None
+    quoted = _first_quoted(text)
+    return quoted.strip() if quoted is not None else None
+
+
+_QUOTE_MARKS = re.compile(r"[\"“«”»]")
+
+
+def _first_quoted(text: str) -> str | None:
+    """What ``_QUOTED.search(text)`` finds (group 1), in linear time: the regex retries from every opening mark
+    of an unclosed run, quadratic on hostile text ('“a' x 10,000 took 2 s). A match ends at the first closing mark
+    after its start, so only the earliest opening mark since the last closing one can give the longest run."""
+    start = None
+    for mark in _QUOTE_MARKS.finditer(text):
+        if mark.group() in "\"”»":  # a closing mark ('"' opens too)
+            if start is not None and mark.start() - start - 1 >= 25:
+                return text[start + 1 : mark.start()]
+            start = mark.start() if mark.group() == '"' else None
+        elif start is None:
+            start = mark.start()
+    return None
 
 
 def _self_thread(tree: Tree) -> list[Post]:
@@ -256,7 +285,12 @@ def rules_extract(tree: Tree, target_model: str | None) -> list[Sample]:
         used = [holder] + [p for p in [root, *with_images] if p.id != holder.id]
         used = list({p.id: p for p in used}.values())  # keep order, drop repeats
         quality = "Benchmark" if with_images else "Analysis"
-        return [_make_sample(tree, used, prompt, quality, modified=False, feedback=feedback)]
+        own_image = bool(_OWN_IMAGE.search(prompt))  # the roles stage then takes the first image as the input
+        return [
+            _make_sample(
+                tree, used, prompt, quality, modified=False, feedback=feedback, needs_input=own_image
+            )
+        ]
     quality = "Analysis" if (with_images or feedback) else "Trash"
     return [
         _make_sample(

@@ -1,0 +1,1 @@
+"""The demo's bundled example data (see ``README.md`` here and :mod:`echo_builder.demo`)."""
