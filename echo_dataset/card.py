@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from echo_dataset import CONFIG_NAMES, SPLIT, __version__
+from echo_dataset.citation import ECHO_BIBTEX
 from echo_dataset.errors import EchoDatasetError
 from echo_dataset.features import COLUMN_DOCS
 
@@ -65,7 +66,12 @@ def front_matter(
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     def cell(v: Any) -> str:
-        return _UNKNOWN if v is None else str(v).replace("|", "\\|").replace("\n", " ")
+        # "<" and ">" as entities: Markdown renderers (the Hub's included) take "<url or media id>" for an HTML tag
+        # and drop it from the cell
+        if v is None:
+            return _UNKNOWN
+        text = str(v).replace("|", "\\|").replace("\n", " ")
+        return text.replace("<", "&lt;").replace(">", "&gt;")
 
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
@@ -128,6 +134,7 @@ def render_card(
     license_id = context.get("license") or DEFAULT_LICENSE
     pseudonymized = context.get("pseudonymized", True)
     body = string.Template(path.read_text(encoding="utf-8")).safe_substitute(
+        citation=ECHO_BIBTEX,
         pretty_name=context.get("pretty_name") or "ECHO benchmark",
         description=context.get("description")
         or "Prompts, input images and community outputs of an image model, collected from social media.",

@@ -14,6 +14,7 @@ from echo_builder.dataset_rows import route, rows_by_config, sample_to_row
 from echo_builder.records import ApplicabilityFlags, BoundingBox, Feedback, MediaRef, Sample
 from echo_dataset import CONFIG_NAMES
 from echo_dataset.card import card_context_from_report
+from echo_dataset.citation import ECHO_BIBTEX
 from echo_dataset.errors import RowError
 from echo_dataset.features import COLUMN_DOCS, COLUMNS, features_for
 from echo_dataset.loading import load_config, read_config
@@ -215,7 +216,9 @@ def test_readme_front_matter_and_card_statistics(hub: Path):
         "pseudonyms",
     ):
         assert expected in text, expected
-    assert "$" not in text.split("```bibtex")[0]  # every placeholder was filled
+    assert "$" not in text  # every placeholder was filled
+    # the card cites the paper with the package's one BibTeX copy (the metric cards use the same)
+    assert text.split("```bibtex\n")[1].split("```")[0] == ECHO_BIBTEX
 
 
 def test_llm_backend_card_has_no_baseline_note(tmp_path: Path):
