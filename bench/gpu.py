@@ -166,7 +166,130 @@ def bench_judge(args: argparse.Namespace, folder: Path) -> tuple[list[tuple[str,
     return rows, raw
 
 
-SECTIONS = {"structure": bench_structure, "judge": bench_judge}
+def _sd15_shaped_pipeline(folder: Path) -> Path:
+    """A random-weight Stable Diffusion 1.5-shaped pipeline in float16 (UNet 860M, CLIP ViT-L/14 text encoder,
+    the SD VAE; the test tokenizer), saved to ``folder``: the cost of a real SD 1.5 call, none of its pictures."""
+    import torch
+    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+
+    from tests.helpers.tiny_diffusers import write_clip_tokenizer_files
+
+    vocab_size = write_clip_tokenizer_files(folder / "_tok")
+    tokenizer = CLIPTokenizer.from_pretrained(folder / "_tok", model_max_length=77)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        unet = UNet2DConditionModel(sample_size=64, cross_attention_dim=768, attention_head_dim=8)
+        vae = AutoencoderKL(
+            block_out_channels=(128, 256, 512, 512),
+            down_block_types=("DownEncoderBlock2D",) * 4,
+            up_block_types=("UpDecoderBlock2D",) * 4,
+            latent_channels=4,
+            layers_per_block=2,
+            sample_size=512,
+        )
+        text_encoder = CLIPTextModel(
+            CLIPTextConfig(
+                vocab_size=vocab_size,
+                hidden_size=768,
+                intermediate_size=3072,
+                num_hidden_layers=12,
+                num_attention_heads=12,
+                max_position_embeddings=77,
+                bos_token_id=tokenizer.bos_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        )
+    scheduler = DDIMScheduler(
+        beta_schedule="scaled_linear", beta_start=0.00085, beta_end=0.012, clip_sample=False
+    )
+    pipe = StableDiffusionPipeline(
+        vae=vae,
+        text_encoder=text_encoder,
+        tokenizer=tokenizer,
+        unet=unet,
+        scheduler=scheduler,
+        safety_checker=None,
+        feature_extractor=None,
+        requires_safety_checker=False,
+    ).to(torch.float16)
+    pipe.save_pretrained(folder / "sd15-shape")
+    return folder / "sd15-shape"
+
+
+def bench_generate(args: argparse.Namespace, folder: Path) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    import torch
+
+    from bench.generate import generation_rate
+    from echo_builder.generate.run import run_generation
+    from tests.helpers.benchmark import make_benchmark
+
+    started = time.perf_counter()
+    model_dir = _sd15_shaped_pipeline(folder)
+    raw: dict[str, Any] = {"build_s": time.perf_counter() - started, "steps": args.steps}
+    n = args.gen_samples
+    samples = [
+        {"id": f"s{i:03d}", "prompt": f"a watercolor lighthouse at dusk, number {i}"} for i in range(n)
+    ]
+    bench_dir = make_benchmark(folder / "bench", "text_to_image", samples)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    options = {"steps": args.steps, "height": args.gen_size, "width": args.gen_size, "device": device}
+    options["dtype"] = "float16" if device == "cuda" else "float32"
+    rows: list[tuple[str, str]] = []
+    # warm-up run (CUDA context, kernel selection) on two samples, not timed
+    run_generation(
+        bench_dir,
+        "text_to_image",
+        f"diffusers:{model_dir}",
+        "warm",
+        folder / "warm",
+        limit=2,
+        options={**options, "batch_size": 2},
+        progress=False,
+    )
+    for batch_size in (1, 4, 8):
+        out = folder / f"out-b{batch_size}"
+        started = time.perf_counter()
+        result = run_generation(
+            bench_dir,
+            "text_to_image",
+            f"diffusers:{model_dir}",
+            f"sd15-b{batch_size}",
+            out,
+            options={**options, "batch_size": batch_size},
+            progress=False,
+        )
+        wall = time.perf_counter() - started
+        rate, _ = generation_rate(out / f"sd15-b{batch_size}")
+        summary = result.summary
+        inside = summary.get("model_s") or 0.0
+        outside = max((summary.get("generate_s") or 0.0) - inside, 0.0)
+        raw[f"b{batch_size}"] = {
+            "images_per_s": rate,
+            "wall_s": wall,
+            "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
+            "orchestration_share": outside / inside if inside else None,
+            "summary": summary,
+        }
+        share = f", orchestration {100 * outside / inside:.1f}% of pipeline time" if inside else ""
+        rows.append(
+            (
+                f"generate images/s, SD 1.5 shape, {args.gen_size} px, {args.steps} steps, batch {batch_size} ({n} samples)",
+                f"{rate:.2f}{share}",
+            )
+        )
+        torch.cuda.empty_cache()
+    rows.append(
+        (
+            "generate speed-up, batch 8 over batch 1",
+            f"{raw['b8']['images_per_s'] / raw['b1']['images_per_s']:.1f}x",
+        )
+    )
+    return rows, raw
+
+
+SECTIONS = {"structure": bench_structure, "judge": bench_judge, "generate": bench_generate}
 
 
 def _table(rows: list[tuple[str, str]]) -> list[str]:
@@ -181,6 +304,9 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=256, help="JPEGs for structure_distance")
     parser.add_argument("--judge-items", type=int, default=64)
     parser.add_argument("--max-tokens", type=int, default=128, help="generated tokens per judge reply")
+    parser.add_argument("--gen-samples", type=int, default=16, help="text-to-image samples per batch size")
+    parser.add_argument("--steps", type=int, default=20, help="denoising steps per image")
+    parser.add_argument("--gen-size", type=int, default=512, help="generated image side in pixels")
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
     parser.add_argument("--append", type=Path, help="append a saved gpu.json to bench/RESULTS.md and exit")
     args = parser.parse_args()
@@ -206,6 +332,10 @@ def main() -> None:
             rows += part_rows
             raw[name] = part_raw
             print("\n".join(_table(part_rows)), flush=True)
+            args.out.mkdir(parents=True, exist_ok=True)  # saved after each section: a time-out keeps the rest
+            (args.out / f"gpu-{name}.json").write_text(
+                json.dumps({"table": _table(part_rows), "raw": part_raw})
+            )
     import transformers
 
     intro = (
@@ -213,7 +343,9 @@ def main() -> None:
         f"Python {platform.python_version()}), random weights of the real architectures: structure_distance over "
         f"{args.images} JPEGs of 1024x1536; judge single-answer grading with a Qwen2-VL-2B-shaped model in "
         f"bfloat16, {args.judge_items} items (half with an input image), {args.max_tokens} generated tokens per reply; random replies never parse, so every item also costs the one "
-        "re-ask (two generations per item: the worst case). "
+        "re-ask (two generations per item: the worst case); `echo-bench generate` (run_generation) with a Stable "
+        f"Diffusion 1.5-shaped random pipeline in float16, {args.gen_size} px, {args.steps} steps, "
+        f"{args.gen_samples} prompts per batch size. "
         "Command: `python -m bench.gpu`."
     )
     table = _table(rows)

@@ -1,9 +1,9 @@
 """The ``echo-bench`` command line.
 
 The group and its error handling live here; the subcommands live in :mod:`echo_builder.commands` (curation:
-``build``, ``publish``; evaluation: ``judge``, ``leaderboard``, ``agreement``, ``metrics``; tools: ``backends``,
-``cache``; the tour: ``demo``). Heavy imports happen inside the command that needs them, so ``echo-bench --help``
-is instant.
+``build``, ``publish``; model outputs: ``generate``; evaluation: ``judge``, ``leaderboard``, ``agreement``,
+``metrics``; tools: ``backends``, ``cache``; the tour: ``demo``). Heavy imports happen inside the command that
+needs them, so ``echo-bench --help`` is instant.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from echo_builder.commands.backends import backends, cache
 from echo_builder.commands.curation import build, publish
 from echo_builder.commands.demo import demo
 from echo_builder.commands.evaluation import agreement, judge, leaderboard, metrics
+from echo_builder.commands.generation import generate
 from echo_builder.errors import EchoError
 from echo_builder.secrets import redact
 
@@ -66,7 +67,7 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
-for _command in (backends, cache, build, publish, judge, leaderboard, agreement, metrics, demo):
+for _command in (backends, cache, build, publish, judge, leaderboard, agreement, metrics, demo, generate):
     cli.add_command(_command)
 
 

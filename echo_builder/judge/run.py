@@ -110,13 +110,23 @@ class JudgeRunResult:
 
 
 def _items(
-    samples: Sequence[dict[str, Any]], outputs: dict[str, dict[str, Path]]
+    samples: Sequence[dict[str, Any]],
+    outputs: dict[str, dict[str, Path]],
+    failures: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, list[JudgeItem]]:
+    """Judge items per sample; a missing output carries the generation manifest's reason when there is one."""
     per_sample: dict[str, list[JudgeItem]] = {}
     for row in samples:
         inputs = tuple(img for img in (row.get("input_images") or ()) if img is not None)
         per_sample[row["id"]] = [
-            JudgeItem(row["id"], row["prompt"], inputs, model, outputs[model].get(row["id"]))
+            JudgeItem(
+                row["id"],
+                row["prompt"],
+                inputs,
+                model,
+                outputs[model].get(row["id"]),
+                output_error=(failures or {}).get(model, {}).get(row["id"]),
+            )
             for model in outputs
         ]
     return per_sample
@@ -187,7 +197,11 @@ def run_judging(
     backends = {spec: create_backend(spec, **(judge_options or {}).get(spec, {})) for spec in judges}
     out.mkdir(parents=True, exist_ok=True)
     cache = CallCache(cache_dir or out / "cache")
-    per_sample = _items(samples, outputs)
+    from echo_builder.generate.manifest import generation_failures
+
+    # `echo-bench generate` records why an output is missing (refused, nsfw, error); show that reason
+    failures = {model: generation_failures(Path(outputs_dir) / model) for model in outputs}
+    per_sample = _items(samples, outputs, failures)
     verdicts: list[Verdict] = []
     judge_info: list[dict[str, Any]] = []
     started = time.time()

@@ -125,6 +125,7 @@ def run_metrics(
     """
     import pandas as pd
 
+    from echo_builder.generate.manifest import generation_failures
     from echo_builder.judge.run import discover_outputs
     from echo_dataset.loading import read_config
 
@@ -136,6 +137,8 @@ def run_metrics(
             raise ConfigError(f"unknown metric {name!r}; choose from {', '.join(METRIC_NAMES)}")
     samples = read_config(benchmark, config)
     outputs = discover_outputs(outputs_dir)
+    # `echo-bench generate` records why an output is missing (refused, nsfw, error); the NaN reason shows it
+    failures = {model: generation_failures(Path(outputs_dir) / model) for model in outputs}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
@@ -150,7 +153,7 @@ def run_metrics(
             continue
         for model, files in outputs.items():
             try:
-                rows.extend(_rows_for(name, function, model, samples, files))
+                rows.extend(_rows_for(name, function, model, samples, files, failures.get(model)))
             except (EchoError, ImportError) as exc:
                 if explicit:
                     raise
@@ -178,6 +181,7 @@ def _rows_for(
     model: str,
     samples: Sequence[dict[str, Any]],
     files: dict[str, Path],
+    failures: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     rows, todo = [], []
     flag_name = APPLICABILITY_FLAG[name]
@@ -198,9 +202,8 @@ def _rows_for(
                 {**base, "value": math.nan, "nan_reason": "not applicable: the sample has no input images"}
             )
         elif sample["id"] not in files:
-            rows.append(
-                {**base, "value": math.nan, "nan_reason": "missing output: the model produced no image"}
-            )
+            reason = (failures or {}).get(sample["id"]) or "the model produced no image"
+            rows.append({**base, "value": math.nan, "nan_reason": f"missing output: {reason}"})
         else:
             todo.append((base, inputs, files[sample["id"]], sample.get("prompt", "")))
     if todo:
@@ -275,16 +278,27 @@ def _swatches(samples: Sequence[dict[str, Any]], outputs: dict[str, dict[str, Pa
         ax.set_xlim(-0.1, 2.2)
         ax.set_ylim(-0.6, 1.05)
         ax.axis("off")
-        ax.set_title(f"{model}: pooled color shift {float(pooled.magnitude):.2f}", fontsize=9)
+        # parse_math off: a "$...$" in a model name is text, not a formula that may fail to render
+        ax.set_title(
+            f"{model}: pooled color shift {float(pooled.magnitude):.2f}", fontsize=9, parse_math=False
+        )
         fig.savefig(folder / f"{_safe(model)}.png", dpi=120, bbox_inches="tight")
+
+
+_WINDOWS_RESERVED = frozenset(
+    {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))}
+)
 
 
 def _safe(name: str) -> str:
     """A file name for a model: its folder name when that is already safe, else a cleaned name plus a short hash,
-    so two models whose names clean to the same text ("a b", "a_b") never share a file."""
+    so two models whose names clean to the same text ("a b", "a_b") never share a file. Safe: letters, digits and
+    ``-_.+``, not starting with ``-`` or ``.``, not a Windows device name (``CON``, ``nul.txt``)."""
     import hashlib
 
-    cleaned = "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name).strip(".") or "model"
+    cleaned = "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name).strip(".-") or "model"
+    if cleaned.split(".")[0].upper() in _WINDOWS_RESERVED:
+        cleaned = "_" + cleaned
     if cleaned == name:
         return name
     return f"{cleaned}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"

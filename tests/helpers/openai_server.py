@@ -10,16 +10,32 @@ body and its attempt number, so a test run is reproducible:
 - ``slow``: the reply comes after ``slow_s`` seconds (past the client's timeout);
 - ``garbage``: HTTP 200 with a body that is not JSON;
 - ``truncated``: HTTP 200 with the JSON cut in half;
-- ``wrong_fields``: HTTP 200 with valid JSON lacking ``choices``.
+- ``wrong_fields``: HTTP 200 with valid JSON lacking ``choices``;
+- ``drop_mid``: status line, headers and half the promised body, then the connection is closed;
+- ``wrong_schema``: a well-formed chat completion whose message is valid JSON with the wrong fields for every
+  stage and judge (``{"result": "ok", "items": []}``): it reaches the caller as a success, so the stage's schema
+  check and its one re-ask must catch it.
 
-The server records every request body and the peak number of requests in flight.
+:data:`FAULT_KINDS` (the default of :class:`FaultPlan`) keeps its original seven kinds so seeded tests keep their
+draws; :data:`ALL_FAULT_KINDS` adds the two later ones. The server records every request body (or, with
+``record_bodies=False``, only its SHA-256, for long benchmarks), the fault of each request, and the peak number
+of requests in flight.
+
+Image routes: ``POST /v1/images/generations`` (JSON) and ``POST /v1/images/edits`` (multipart, the input images
+as files) answer with base64 PNGs from :attr:`FakeOpenAIServer.image_reply` (default :func:`default_image`), and
+get the same faults. The parsed body (``model``, ``prompt``, ``images`` as bytes for edits, ``_route``) is logged
+like a chat body; the fault draw hashes it in a canonical form (multipart boundaries change per attempt). The
+``refuse`` fault kind (usable with ``FaultPlan.always``) answers 400 ``moderation_blocked``, as OpenAI does for a
+content-policy refusal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +44,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 FAULT_KINDS = ("429", "500", "drop", "slow", "garbage", "truncated", "wrong_fields")
+ALL_FAULT_KINDS = (*FAULT_KINDS, "drop_mid", "wrong_schema")
+WRONG_SCHEMA_CONTENT = '{"result": "ok", "items": []}'
 
 
 @dataclass
@@ -37,6 +55,48 @@ class Scripted:
     content: str | None
     next_token_probs: dict[str, float] | None = None
     finish_reason: str = "stop"
+
+
+@dataclass
+class ScriptedImage:
+    """A scripted image reply: PNG bytes (``None``: :func:`default_image`), or a content-policy refusal."""
+
+    png: bytes | None = None
+    refuse: bool = False
+    revised_prompt: str | None = None
+
+
+def default_image(body: dict[str, Any]) -> ScriptedImage:
+    """A 16 x 16 PNG of one colour: the first 3 bytes of SHA-256 over the model, prompt and input image bytes."""
+    import io
+
+    from PIL import Image
+
+    digest = hashlib.sha256(f"{body.get('model')}\x00{body.get('prompt')}".encode())
+    for image in body.get("images", ()):
+        digest.update(image)
+    buf = io.BytesIO()
+    Image.new("RGB", (16, 16), tuple(digest.digest()[:3])).save(buf, format="PNG")
+    return ScriptedImage(buf.getvalue())
+
+
+def _multipart_fields(content_type: str, raw: bytes) -> dict[str, Any]:
+    """Form fields of a multipart body; file fields named ``image``/``image[]`` go to ``images`` (bytes)."""
+    from email import policy
+    from email.parser import BytesParser
+
+    message = BytesParser(policy=policy.HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+    )
+    fields: dict[str, Any] = {"images": []}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True) or b""
+        if part.get_filename() is not None and str(name).startswith("image"):
+            fields["images"].append(payload)
+        elif name is not None:
+            fields[str(name)] = payload.decode("utf-8")
+    return fields
 
 
 def default_reply(body: dict[str, Any]) -> Scripted:
@@ -76,6 +136,7 @@ class FaultPlan:
 @dataclass
 class ServerLog:
     bodies: list[dict[str, Any]] = field(default_factory=list)
+    digests: list[str] = field(default_factory=list)  # SHA-256 of each raw request body, in arrival order
     headers: list[dict[str, str]] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
@@ -84,7 +145,8 @@ class ServerLog:
 
 
 class FakeOpenAIServer:
-    """Threaded loopback server speaking ``POST /v1/chat/completions`` and ``GET /v1/models``.
+    """Threaded loopback server speaking ``POST /v1/chat/completions`` and ``GET /v1/models`` (and the image
+    routes: see the module docstring; set :attr:`image_reply` to script them).
 
     Args:
         reply: maps a request body to a :class:`Scripted` reply (or a plain string).
@@ -92,7 +154,13 @@ class FakeOpenAIServer:
         faults: the :class:`FaultPlan`.
         logprobs_supported: when ``False`` the server ignores ``logprobs`` like some servers do.
         model_snapshot: the ``model`` field of replies.
+        record_bodies: keep every parsed request body in ``log.bodies`` and its headers in ``log.headers``;
+            ``False`` keeps only ``log.digests`` (``log.bodies`` then holds the digests too, so ``calls`` still
+            counts requests, and ``log.headers`` empty dicts), for long benchmarks.
     """
+
+    #: Maps an image request body to a :class:`ScriptedImage` (or PNG bytes); tests replace it per server.
+    image_reply: Callable[[dict[str, Any]], ScriptedImage | bytes] = staticmethod(default_image)
 
     def __init__(
         self,
@@ -103,8 +171,10 @@ class FakeOpenAIServer:
         logprobs_supported: bool = True,
         model_snapshot: str = "fake-vlm-2026-01-01",
         api_key: str | None = None,
+        record_bodies: bool = True,
     ) -> None:
         self.reply = reply
+        self.record_bodies = record_bodies
         self.latency_s = latency_s
         self.faults = faults or FaultPlan()
         self.logprobs_supported = logprobs_supported
@@ -173,8 +243,9 @@ class FakeOpenAIServer:
             return None
         return plan.kinds[draw[8] % len(plan.kinds)]
 
-    def completion(self, body: dict[str, Any]) -> dict[str, Any]:
-        scripted = self.reply(body)
+    def completion(self, body: dict[str, Any], *, scripted: Scripted | str | None = None) -> dict[str, Any]:
+        """The chat completion answering ``body``: ``scripted`` when given, else ``self.reply(body)``."""
+        scripted = self.reply(body) if scripted is None else scripted
         if isinstance(scripted, str):
             scripted = Scripted(scripted)
         choice: dict[str, Any] = {
@@ -229,6 +300,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 512  # listen() backlog; the default 5 drops bursts of connections for a second
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # the client died mid-request (a killed process)
+            return
+        super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     owner: FakeOpenAIServer
@@ -261,17 +337,29 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         owner = self.owner
-        raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        length = int(self.headers.get("Content-Length", 0))
+        raw = self.rfile.read(length)
+        if len(raw) < length:  # the client died while sending (a killed process): nothing to answer
+            self.close_connection = True
+            return
+        if "/images/" in self.path:
+            self._images_post(raw)
+            return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send(404, b'{"error": {"message": "not found"}}')
             return
         body = json.loads(raw)
+        digest = hashlib.sha256(raw).hexdigest()
         with owner._lock:
-            owner.log.bodies.append(body)
-            owner.log.headers.append({k.lower(): v for k, v in self.headers.items()})
-            owner.log.times.append(time.monotonic())
-            owner.log.in_flight += 1
-            owner.log.max_in_flight = max(owner.log.max_in_flight, owner.log.in_flight)
+            log = owner.log  # this request's entries stay aligned: faults[i] is the fault of bodies[i]
+            index = len(log.bodies)
+            log.bodies.append(body if owner.record_bodies else digest)
+            log.digests.append(digest)
+            log.faults.append("")
+            log.headers.append({k.lower(): v for k, v in self.headers.items()} if owner.record_bodies else {})
+            log.times.append(time.monotonic())
+            log.in_flight += 1
+            log.max_in_flight = max(log.max_in_flight, log.in_flight)
         try:
             if owner.api_key is not None:
                 given = self.headers.get("Authorization", "").removeprefix("Bearer ")
@@ -287,16 +375,19 @@ class _Handler(BaseHTTPRequestHandler):
                     return
             fault = owner._choose_fault(body, raw)
             with owner._lock:
-                owner.log.faults.append(fault or "")
+                log.faults[index] = fault or ""
             if owner.latency_s:
                 time.sleep(owner.latency_s)
             if fault is None:
                 self._send(200, json.dumps(owner.completion(body)).encode())
+            elif fault == "wrong_schema":
+                wrong = owner.completion(body, scripted=Scripted(WRONG_SCHEMA_CONTENT))
+                self._send(200, json.dumps(wrong).encode())
             else:
                 self._fault(fault)
         finally:
             with owner._lock:
-                owner.log.in_flight -= 1
+                log.in_flight -= 1
 
     def _fault(self, kind: str) -> None:
         plan = self.owner.faults
@@ -323,7 +414,81 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b"<html>502 Bad Gateway</html> not json")
         elif kind == "truncated":
             self._send(200, b'{"id": "chatcmpl-x", "choices": [{"index": 0, "message": {"role": "assis')
+        elif kind == "drop_mid":
+            payload = (
+                b'{"id": "chatcmpl-x", "object": "chat.completion", "choices": [{"index": 0, "message": '
+            )
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(2 * len(payload)))
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                self.wfile.write(payload)
+                self.wfile.flush()
+            self.close_connection = True
+            self.connection.close()
         elif kind == "wrong_fields":
             self._send(200, b'{"id": "chatcmpl-x", "object": "chat.completion", "result": "ok"}')
+        elif kind == "refuse":
+            error = {
+                "message": "Your request was rejected as a result of our safety system.",
+                "type": "image_generation_user_error",
+                "code": "moderation_blocked",
+            }
+            self._send(400, json.dumps({"error": error}).encode())
         else:
             raise ValueError(f"unknown fault {kind!r}")
+
+    def _images_post(self, raw: bytes) -> None:
+        """``/v1/images/generations`` and ``/v1/images/edits``: a scripted image, or a fault."""
+        import base64
+
+        owner = self.owner
+        route = self.path.rstrip("/").rsplit("/", 1)[-1]
+        if route == "generations":
+            body = json.loads(raw)
+        elif route == "edits":
+            body = _multipart_fields(self.headers.get("Content-Type", ""), raw)
+        else:
+            self._send(404, b'{"error": {"message": "not found"}}')
+            return
+        body["_route"] = route
+        canonical = json.dumps(
+            {k: [hashlib.sha256(i).hexdigest() for i in v] if k == "images" else v for k, v in body.items()},
+            sort_keys=True,
+        ).encode()
+        with owner._lock:
+            log = owner.log  # faults[i] stays the fault of bodies[i] when requests overlap
+            index = len(log.bodies)
+            log.bodies.append(body)
+            log.digests.append(hashlib.sha256(canonical).hexdigest())
+            log.faults.append("")
+            log.headers.append({k.lower(): v for k, v in self.headers.items()})
+            log.times.append(time.monotonic())
+            log.in_flight += 1
+            log.max_in_flight = max(log.max_in_flight, log.in_flight)
+        try:
+            fault = owner._choose_fault(body, canonical)
+            with owner._lock:
+                log.faults[index] = fault or ""
+            if owner.latency_s:
+                time.sleep(owner.latency_s)
+            scripted = owner.image_reply(body) if fault is None else None
+            if isinstance(scripted, bytes):
+                scripted = ScriptedImage(scripted)
+            if scripted is None or scripted.refuse:
+                self._fault(fault or "refuse")
+                return
+            png = scripted.png if scripted.png is not None else default_image(body).png
+            item = {"b64_json": base64.b64encode(png or b"").decode("ascii")}
+            if scripted.revised_prompt is not None:
+                item["revised_prompt"] = scripted.revised_prompt
+            reply = {
+                "created": 1767225600,
+                "data": [item],
+                "usage": {"input_tokens": 10, "output_tokens": 100},
+            }
+            self._send(200, json.dumps(reply).encode())
+        finally:
+            with owner._lock:
+                log.in_flight -= 1
