@@ -56,7 +56,11 @@ def load_rgb(image: Any, *, name: str | None = None) -> Any:
             )
         img.load()
         img = ImageOps.exif_transpose(img)
-    except (UnidentifiedImageError, OSError, Image.DecompressionBombError, SyntaxError) as exc:
+    except UnidentifiedImageError:
+        # Pillow's message names the file object (``<_io.BytesIO object at 0x...>``), which differs between runs
+        # and would make stage outputs and media_errors non-reproducible
+        raise ImageError(f"{label}: cannot decode image (not an image format Pillow can identify)") from None
+    except (OSError, Image.DecompressionBombError, SyntaxError) as exc:
         raise ImageError(f"{label}: cannot decode image ({exc})") from None
     if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
         rgba = img.convert("RGBA")

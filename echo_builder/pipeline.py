@@ -206,6 +206,8 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         cache = caller.cache = CallCache(config.cache_dir or out / "cache")
     entries: list[dict[str, Any]] = []
     timings: dict[str, float] = {}
+    # how this run got its results (downloads vs store hits): run_stats.json only, never the report
+    history: dict[str, Any] = {}
 
     def finish(entry: dict[str, Any], started: float) -> None:
         entries.append(entry)
@@ -329,7 +331,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         )
 
         failures = [*relevance.failures, *extracted.failures]
-        samples, later_failures = _later_stages(config, out, caller, extracted.samples, finish)
+        samples, later_failures = _later_stages(config, out, caller, extracted.samples, finish, history)
         failures += later_failures
         _write_jsonl(stages_dir / "samples.jsonl", samples)
         _write_jsonl(stages_dir / "failures.jsonl", [vars(f) for f in failures])
@@ -364,7 +366,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     }
     _write_json(out / REPORT_FILE, report)
     _write_dataset(config, out, samples, report)
-    stats: dict[str, Any] = {"wall_time_s": timings}
+    stats: dict[str, Any] = {"wall_time_s": timings, **history}
     if caller is not None:
         stats["model_calls"] = vars(caller.stats)
     _write_json(out / "run_stats.json", stats)
@@ -377,8 +379,13 @@ def _later_stages(
     caller: Any,
     samples: list[Sample],
     finish: Callable[[dict[str, Any], float], None],
+    history: dict[str, Any],
 ) -> tuple[list[Sample], list[Any]]:
-    """media -> roles -> templates -> screenshots -> tier -> applicability; each writes its stage file."""
+    """media -> roles -> templates -> screenshots -> tier -> applicability; each writes its stage file.
+
+    Media counts that depend on what an earlier (killed) run already stored, ``download`` and ``store``, go to
+    ``history`` (``run_stats.json``), not to the report, so a resumed build's report equals an uninterrupted one's.
+    """
     from echo_builder.stages.media import MediaStore, run_media
     from echo_builder.stages.roles import run_roles
     from echo_builder.stages.templates_screenshots import run_screenshots, run_templates
@@ -404,11 +411,12 @@ def _later_stages(
             "in": len(samples),
             "out": len(media.samples),
             "failures": len(media.failures),
-            **{k: v for k, v in media.counts.items() if k != "samples"},
+            **{k: v for k, v in media.counts.items() if k not in ("samples", "download", "store")},
         },
         started,
     )
     samples = media.samples
+    history["media_sources"] = {k: media.counts.get(k, 0) for k in ("download", "store")}
 
     for name, stage in (("roles", run_roles), ("templates", run_templates), ("screenshots", run_screenshots)):
         started = time.perf_counter()

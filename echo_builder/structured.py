@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, RootModel, ValidationError
 
 from echo_builder.errors import StructuredOutputError
 
@@ -59,16 +59,34 @@ def extract_json(text: str) -> Any:
 def parse_structured(text: str, schema: type[M]) -> M:
     """Parse ``text`` into an instance of ``schema`` (a pydantic model).
 
-    Raises :class:`StructuredOutputError` (with the raw text) when no JSON is found or validation fails.
+    Raises :class:`StructuredOutputError` (with the raw text) when no JSON is found or validation fails. A JSON
+    object that names none of the schema's fields is invalid too, even when every field has a default: a reply
+    such as ``{"result": "ok"}`` answers a different question, and accepting it would silently turn it into an
+    all-defaults answer (no images assigned, no flags) instead of a re-ask or a counted failure.
     """
     value = extract_json(text)
     try:
-        return schema.model_validate(value)
+        parsed = schema.model_validate(value)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()[:5]
         )
         raise StructuredOutputError(f"schema {schema.__name__} not satisfied: {problems}", text) from None
+    if isinstance(value, dict) and not isinstance(parsed, RootModel):
+        expected = {
+            name
+            for field_name, info in schema.model_fields.items()
+            for name in (field_name, info.alias)
+            if name
+        }
+        if expected and not expected & set(value):
+            found = ", ".join(sorted(map(str, value))[:5]) or "an empty object"
+            raise StructuredOutputError(
+                f"schema {schema.__name__} not satisfied: the reply has none of its fields "
+                f"({', '.join(sorted(expected))}); found {found}",
+                text,
+            )
+    return parsed
 
 
 def reask_message(reason: str, schema: type[BaseModel]) -> str:

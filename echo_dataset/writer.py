@@ -51,6 +51,11 @@ def _embed(value: Any, twin: str | None, media_root: Path | None, errors: list[s
     if media_root is None:  # an URL-only dataset: nothing to embed, not an error
         return None
     file = media_root / str(value)
+    if not file.resolve().is_relative_to(media_root.resolve()):
+        # an absolute or ``..`` path (from a hostile post, or a local file the media stage refused) must never
+        # embed a file from elsewhere on the machine into the dataset
+        errors.append(f"{twin or value}: path is outside the media root, not embedded ({value})")
+        return None
     if not file.is_file():
         errors.append(f"{twin or value}: not found under the media root ({value})")
         return None
@@ -175,8 +180,9 @@ def write_hub_folder(
         rows_by_config: config name -> rows (see :mod:`echo_dataset.rows`; image columns hold paths relative to
             ``media_root``, or already encoded ``{"bytes", "path"}`` dicts).
         folder: the output folder (created; stale ``test-*.parquet`` shards of the configs are removed).
-        media_root: where image paths are resolved; ``None`` writes URLs only (no image embedded). A missing file
-            leaves ``None`` in the image list, keeps its URL twin and adds a ``media_errors`` entry.
+        media_root: where image paths are resolved; ``None`` writes URLs only (no image embedded). A missing file,
+            or a path that leads outside ``media_root`` (absolute, ``..``), leaves ``None`` in the image list, keeps
+            its URL twin and adds a ``media_errors`` entry.
         card_context: run statistics for the card (see :func:`echo_dataset.card.render_card`);
             :func:`echo_dataset.card.card_context_from_report` builds one from a build's ``report.json``.
         pseudonymize: replace social-media handles by stable pseudonyms (on by default; see

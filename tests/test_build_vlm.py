@@ -20,6 +20,7 @@ from echo_builder.cli import cli
 from echo_builder.records import MediaRef, Post
 from tests.conftest import REPO_ROOT
 from tests.helpers.media_server import MediaServer, Reply
+from tests.helpers.openai_server import FaultPlan
 
 T0 = datetime(2025, 3, 27, tzinfo=timezone.utc)
 
@@ -190,3 +191,30 @@ def test_sigkill_during_media_then_resume(openai_server, tmp_path):
         b = (clean / config / "test-00000-of-00001.parquet").read_bytes()
         assert a == b, config
     assert (killed / "report.json").read_bytes() == (clean / "report.json").read_bytes()
+
+
+def _is_relevance(body) -> bool:
+    user = body["messages"][1]["content"]
+    return "Rate the post" in (user if isinstance(user, str) else user[-1]["text"])
+
+
+def test_max_attempts_bounds_the_retries_and_counts_the_failures(openai_server, tmp_path):
+    # every relevance call fails with a 500: with --max-attempts 2 each of the 3 posts is tried exactly twice,
+    # then counted as a relevance failure (nothing else is asked about a post that was never rated)
+    openai_server.reply = scripted
+    openai_server.faults = FaultPlan(always=_is_relevance, always_kind="500")
+    with MediaServer() as media:
+        posts = _setup(tmp_path, media)
+        out = tmp_path / "out"
+        command = _command(posts, out, openai_server, "--max-attempts", "2", "--timeout", "10")
+        result = CliRunner().invoke(cli, command, catch_exceptions=False)
+    # every call of a stage failed: the build says so and exits 1, keeping the report and failures
+    assert result.exit_code == 1 and "every model call of relevance failed" in result.output, result.output
+    relevance_requests = [b for b in openai_server.log.bodies if _is_relevance(b)]
+    assert len(relevance_requests) == 3 * 2
+    stages = {s["name"]: s for s in json.loads((out / "report.json").read_text())["stages"]}
+    assert (stages["relevance"]["in"], stages["relevance"]["out"], stages["relevance"]["failures"]) == (
+        3,
+        0,
+        3,
+    )

@@ -49,6 +49,21 @@ __all__ = ["build", "publish"]
     "--concurrency", default=8, show_default=True, type=click.IntRange(min=1), help="Model calls in flight."
 )
 @click.option(
+    "--timeout",
+    "timeout_s",
+    default=120.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds per model-call attempt.",
+)
+@click.option(
+    "--max-attempts",
+    default=6,
+    show_default=True,
+    type=click.IntRange(1, 100),
+    help="Attempts per model call (429/5xx/timeouts back off) before it is a recorded failure.",
+)
+@click.option(
     "--cache", "cache_dir", type=click.Path(file_okay=False), help="Call cache folder (default OUT/cache)."
 )
 @click.option(
@@ -81,6 +96,8 @@ def build(
     source_format: str | None,
     threshold: int,
     concurrency: int,
+    timeout_s: float,
+    max_attempts: int,
     cache_dir: str | None,
     resume: bool,
     offline: bool,
@@ -111,6 +128,8 @@ def build(
         source_format=source_format,
         relevance_threshold=threshold,
         concurrency=concurrency,
+        timeout_s=timeout_s,
+        max_attempts=max_attempts,
         cache_dir=cache_dir,
         resume=resume,
         offline=offline,

@@ -14,7 +14,9 @@ from typing import Literal
 
 __all__ = ["ParsedPreference", "ParsedRating", "looks_like_refusal", "parse_preference", "parse_rating"]
 
-_BRACKETS = re.compile(r"\[\[\s*([^\[\]]*?)\s*\]\]")
+# the content is stripped in Python: a pattern like r"\[\[\s*(.*?)\s*\]\]" backtracks cubically on "[[" followed
+# by a long run of whitespace (a 4,000-space reply took a minute); this one is linear
+_BRACKETS = re.compile(r"\[\[([^\[\]]*)\]\]")
 _INTEGER = re.compile(r"[+-]?\d+")
 _REFUSAL = re.compile(
     r"\b(I\s*(?:can(?:no|')t|am\s+(?:not\s+able|unable)|'m\s+(?:not\s+able|unable|sorry))|I\s+won't|"
@@ -41,7 +43,7 @@ def parse_rating(
     text: str, finish_reason: str | None = None, *, low: int = 1, high: int = 10
 ) -> ParsedRating:
     """Parse the last ``[[N]]`` of a judge reply as an integer rating in ``[low, high]``."""
-    found = _BRACKETS.findall(text)
+    found = [f.strip() for f in _BRACKETS.findall(text)]
     if not found:
         if looks_like_refusal(text, finish_reason):
             return ParsedRating(None, "refusal", "the judge declined or was filtered")
@@ -66,7 +68,7 @@ class ParsedPreference:
 
 def parse_preference(text: str, finish_reason: str | None = None) -> ParsedPreference:
     """Parse the last ``[[A]]`` / ``[[B]]`` / ``[[C]]`` of a pairwise judge reply."""
-    found = _BRACKETS.findall(text)
+    found = [f.strip() for f in _BRACKETS.findall(text)]
     if not found:
         if looks_like_refusal(text, finish_reason):
             return ParsedPreference(None, "refusal", "the judge declined or was filtered")

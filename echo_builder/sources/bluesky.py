@@ -263,6 +263,9 @@ class BlueskySource(SourceAdapter):
         assert uri is not None
         if not uri.startswith("at://"):
             raise BadRecord(f"post uri must start with at://, got {uri!r}")
+        record_key = "value" if embedded else "record"
+        if not isinstance(view.get(record_key), dict):  # else the post would be kept with no text and no date
+            raise BadRecord(f"post {record_key} must be an object, got {type(view.get(record_key)).__name__}")
         parts = _View(view, embedded=embedded)
         text = parts.record.get("text", "")
         if not isinstance(text, str):

@@ -24,8 +24,8 @@ Mapping to :class:`~echo_builder.records.Post`:
   stays ``None``: a collection names people, it does not identify accounts); ``created_at``, ``lang``: ``None``.
 - ``media``: the example image named by ``image`` when that file exists inside the case folder (else any
   ``.png``/``.jpg``/``.jpeg``/``.webp``/``.gif`` in it, sorted by name), as ``MediaRef(path=<absolute path>,
-  url=None, type="image", alt_text=alt_text)``. An ``image`` naming a file outside the case folder is ignored
-  with a note.
+  url=None, type="image", alt_text=alt_text)``. An ``image`` naming a file outside the case folder, or an image
+  file that is a symbolic link to one, is ignored with a note.
 - ``raw``: every field of ``case.yml`` (``title``, ``title_en``, ``prompt_en``, ``prompt_note``,
   ``reference_note`` ...; dates as ISO strings) plus ``needs_input_image`` (``True`` when ``reference_note`` or
   ``reference_note_en`` is not blank), ``source_urls`` (all links), ``example_images`` (paths relative to the
@@ -189,14 +189,19 @@ class CollectionSource(SourceAdapter):
             elif candidate.is_file():
                 images.append(candidate)
         if not images:
-            images = sorted(
-                (
-                    p.resolve()
-                    for p in case_dir.iterdir()
-                    if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
-                ),
+            found = sorted(
+                (p for p in case_dir.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES),
                 key=lambda p: p.name,
             )
+            for p in found:
+                if p.resolve().is_relative_to(case_root):
+                    images.append(p.resolve())
+                else:  # a symbolic link out of the collection (a cloned repository can hold one)
+                    notes.append(
+                        ctx.problem(
+                            location, f"{p.name} is a link to a file outside the case folder; ignored", "note"
+                        )
+                    )
         alt = _text(case, "alt_text") or _text(case, "alt_text_en") or None
         urls = _source_urls(case.get("source_links"))
         relative = [p.relative_to(root).as_posix() if p.is_relative_to(root) else str(p) for p in images]

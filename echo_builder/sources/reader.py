@@ -129,15 +129,22 @@ def _decode(path: Path) -> str:
         ) from None
 
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+# a JSON string, its closing quote optional: strings are consumed left to right and never rescanned from a quote
+# inside one (a pattern requiring the closing quote restarts at every escaped quote of an unclosed string: quadratic)
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*("?)', re.S)
 
 
 def _unclosed(text: str) -> bool:
     """Whether ``text`` ends inside a string or with brackets still open (a cut-off file)."""
-    outside = _JSON_STRING.sub("", text)
-    if '"' in outside:  # a string that never ends
-        return True
-    return outside.count("[") + outside.count("{") > outside.count("]") + outside.count("}")
+    outside: list[str] = []
+    position = 0
+    for match in _JSON_STRING.finditer(text):
+        if not match.group(1):  # a string that never ends
+            return True
+        outside.append(text[position : match.start()])
+        position = match.end()
+    rest = "".join(outside) + text[position:]
+    return rest.count("[") + rest.count("{") > rest.count("]") + rest.count("}")
 
 
 def _json_error(exc: json.JSONDecodeError, text: str, where: str) -> str:

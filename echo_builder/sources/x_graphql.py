@@ -39,8 +39,9 @@ that has no ``legacy``). Quoted tweets are posts too. A retweet wrapper (``legac
 passed over with a note, the original tweet inside it is read. Tombstones (``TweetTombstone``,
 ``TweetUnavailable``) and stubs that never get their content are notes.
 
-Problems: a tweet without an id or text, with an unparseable date or a non-numeric count is reported at its JSON
-path (``data.threaded_conversation_with_injections_v2.instructions[1].entries[4].content...``) and skipped.
+Problems: a tweet without an id or text, with an unparseable date or a non-numeric count, or a
+``tweet_results.result`` that is not an object, is reported at its JSON path
+(``data.threaded_conversation_with_injections_v2.instructions[1].entries[4].content...``) and skipped.
 """
 
 from __future__ import annotations
@@ -106,12 +107,15 @@ class _Found:
 
 def iter_graphql_tweets(value: Any) -> Iterator[tuple[str, dict[str, Any], _JPath]]:
     """Every tweet-like object in ``value`` in document order: ``("tweet", tweet, path)`` for tweets (unwrapping
-    ``TweetWithVisibilityResults``) and ``("gone", node, path)`` for tombstones. Iterative: deep input cannot
-    exhaust the Python stack."""
+    ``TweetWithVisibilityResults``), ``("gone", node, path)`` for tombstones and ``("bad", result, path)`` for a
+    ``tweet_results.result`` that is not an object. Iterative: deep input cannot exhaust the Python stack."""
     stack: list[tuple[Any, _JPath]] = [(value, None)]
     while stack:
         node, path = stack.pop()
         if isinstance(node, dict):
+            result = node.get("result") if path is not None and path[1] == "tweet_results" else None
+            if result is not None and not isinstance(result, dict):  # a malformed tweet: not passed over
+                yield "bad", result, (path, "result")
             typename = node.get("__typename")
             if typename == "TweetWithVisibilityResults" and isinstance(node.get("tweet"), dict):
                 yield "tweet", node["tweet"], (path, "tweet")
@@ -165,6 +169,14 @@ class XGraphqlSource(SourceAdapter):
         found: list[_Found | RecordProblem] = []
         index: dict[str, _Found] = {}
         for kind, node, path in iter_graphql_tweets(document.value):
+            if kind == "bad":
+                found.append(
+                    ctx.problem(
+                        join_location(document.location, _path_text(path)),
+                        f"expected a tweet object, got {type(node).__name__}",
+                    )
+                )
+                continue
             if kind == "gone":
                 reason = get_dict(get_dict(node, "tombstone"), "text").get("text") or node.get("reason") or ""
                 detail = f": {reason}" if isinstance(reason, str) and reason else ""

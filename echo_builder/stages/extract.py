@@ -229,7 +229,7 @@ def _first_quoted(text: str) -> str | None:
     after its start, so only the earliest opening mark since the last closing one can give the longest run."""
     start = None
     for mark in _QUOTE_MARKS.finditer(text):
-        if mark.group() in "\"”»":  # a closing mark ('"' opens too)
+        if mark.group() in '"”»':  # a closing mark ('"' opens too)
             if start is not None and mark.start() - start - 1 >= 25:
                 return text[start + 1 : mark.start()]
             start = mark.start() if mark.group() == '"' else None

@@ -188,7 +188,7 @@ def media_key(ref: MediaRef) -> str:
 
 def _check_image(data: bytes, name: str) -> tuple[int, int, int, str]:
     """Decode ``data`` fully (first frame); return ``(width, height, n_frames, format)`` or raise ``_Permanent``."""
-    from PIL import Image
+    from PIL import Image, UnidentifiedImageError
 
     if not data:
         raise _Permanent("empty body (0 bytes)")
@@ -206,6 +206,8 @@ def _check_image(data: bytes, name: str) -> tuple[int, int, int, str]:
         raise _Permanent(str(exc).removeprefix(f"{name}: ")) from None
     except Image.DecompressionBombError as exc:
         raise _Permanent(f"refused by the decompression-bomb guard ({exc})") from None
+    except UnidentifiedImageError:  # Pillow's message names the BytesIO object, whose address changes per run
+        raise _Permanent("cannot decode image (not an image format Pillow can identify)") from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise _Permanent(f"cannot decode image ({exc})") from None
     return rgb.width, rgb.height, n_frames, fmt
@@ -464,8 +466,9 @@ def run_media(samples: Sequence[Sample], store: MediaStore, **fetch_options: Any
     """Resolve every input and output image of ``samples`` (see :func:`fetch_media` for the options).
 
     Each ref gains ``sha256``, ``path`` (relative to the store root), ``width`` and ``height``. A failed ref is
-    kept with ``sha256=None`` and ``"<url, path or media id>: <reason>"`` goes to ``media_errors`` (errors of a
-    previous run for refs resolved now are replaced). No sample is dropped; order is preserved.
+    kept with ``sha256=None`` and ``path=None`` (its URL stays) and ``"<url, path or media id>: <reason>"`` goes
+    to ``media_errors`` (errors of a previous run for refs resolved now are replaced). No sample is dropped; order
+    is preserved.
     """
     refs = [ref for s in samples for ref in (*s.input_images, *s.output_images)]
     outcomes = fetch_media(refs, store, **fetch_options)
@@ -479,7 +482,9 @@ def run_media(samples: Sequence[Sample], store: MediaStore, **fetch_options: Any
         outcome = outcomes[media_key(ref)]
         if outcome.error is not None:
             errors.append(f"{media_key(ref)}: {outcome.error}")
-            return ref.model_copy(update={"sha256": None})
+            # ``path`` means "in the store" downstream: a refused local file must not be read by later stages
+            # (a VLM stage would crash on it) nor embedded in the dataset; its path stays in the error text
+            return ref.model_copy(update={"sha256": None, "path": None})
         fields = ("sha256", "path", "width", "height")
         return ref.model_copy(update={name: getattr(outcome, name) for name in fields})
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from echo_builder.backends.caller import ModelCaller
 from echo_builder.backends.rules import register_rule
+from echo_builder.judge.prompts import quote_slot
 from echo_builder.records import Post
 from echo_builder.stages.base import PromptTemplate, StageFailure
 
@@ -168,7 +169,9 @@ def run_relevance(
     if caller is not None and pending:
         requests = [
             RELEVANCE_PROMPT.request(
-                target_model=target_model or "(unspecified)", text=posts[i].text, n_images=len(posts[i].media)
+                target_model=target_model or "(unspecified)",
+                text=quote_slot(posts[i].text, "post"),
+                n_images=len(posts[i].media),
             )
             for i in pending
         ]

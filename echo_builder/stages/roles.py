@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from echo_builder.backends.base import GenerationParams, Message, TextPart
 from echo_builder.backends.caller import CallRequest, ModelCaller
 from echo_builder.backends.rules import register_rule
+from echo_builder.judge.prompts import quote_slot
 from echo_builder.records import MediaRef, Sample
 from echo_builder.stages.base import StageFailure
 from echo_builder.stages.extract import find_placeholders
@@ -128,7 +129,7 @@ def _request(sample: Sample, store_root: Path | None) -> CallRequest | None:
             return None  # the model must see every image; without them the rules baseline decides
         parts.append(prepare_for_judge(store_root / ref.path))
     n = len(parts)
-    parts.append(TextPart(_USER.format(prompt=sample.prompt, n=n, last=n - 1)))
+    parts.append(TextPart(_USER.format(prompt=quote_slot(sample.prompt, "prompt"), n=n, last=n - 1)))
     messages = (Message("system", (TextPart(_SYSTEM),)), Message("user", tuple(parts)))
     return CallRequest(
         messages, GenerationParams(max_tokens=512), stage="roles", prompt_version=ROLES_VERSION

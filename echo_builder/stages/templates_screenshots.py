@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from echo_builder.backends.base import GenerationParams, Message, TextPart
 from echo_builder.backends.caller import CallRequest, ModelCaller
 from echo_builder.ids import sample_id
+from echo_builder.judge.prompts import quote_slot
 from echo_builder.records import BoundingBox, MediaRef, Sample
 from echo_builder.stages.base import StageFailure
 
@@ -90,7 +91,7 @@ def run_templates(
         if caller is None or store_root is None or not sample.prompt_fill_blank or not outputs:
             continue
         for k, ref in enumerate(outputs):
-            text = _TEMPLATE_USER.format(prompt=sample.prompt)
+            text = _TEMPLATE_USER.format(prompt=quote_slot(sample.prompt, "template"))
             jobs.append(
                 (
                     i,

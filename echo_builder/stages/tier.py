@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 from echo_builder.backends.base import GenerationParams, Message, TextPart
 from echo_builder.backends.caller import CallRequest, ModelCaller
 from echo_builder.backends.rules import register_rule
+from echo_builder.judge.prompts import quote_slot
 from echo_builder.records import ApplicabilityFlags, Sample
 from echo_builder.stages.base import StageFailure
 
@@ -138,7 +139,11 @@ def run_tier(
         if caller is None or store_root is None or tier != "Benchmark" or not all(r.path for r in refs):
             continue
         parts = [*(prepare_for_judge(store_root / r.path) for r in refs)]
-        parts.append(TextPart(_TIER_USER.format(prompt=sample.prompt, n_in=len(sample.input_images))))
+        parts.append(
+            TextPart(
+                _TIER_USER.format(prompt=quote_slot(sample.prompt, "prompt"), n_in=len(sample.input_images))
+            )
+        )
         messages = (Message("system", (TextPart(_TIER_SYSTEM),)), Message("user", tuple(parts)))
         pending.append(
             (
@@ -231,7 +236,10 @@ def run_applicability(
         if caller is None or len(images) != len(sample.input_images):
             result.samples[i] = sample.model_copy(update={"applicability": rules_applicability(sample)})
             continue
-        parts = [*(prepare_for_judge(p) for p in images), TextPart(_USER.format(prompt=sample.prompt))]
+        parts = [
+            *(prepare_for_judge(p) for p in images),
+            TextPart(_USER.format(prompt=quote_slot(sample.prompt, "prompt"))),
+        ]
         messages = (Message("system", (TextPart(_SYSTEM),)), Message("user", tuple(parts)))
         pending.append(
             (

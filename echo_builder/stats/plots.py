@@ -19,6 +19,9 @@ from echo_builder.stats.tradeoff import tradeoff_matrix
 __all__ = ["plot_head_to_head", "plot_tradeoff_heatmap", "plot_win_rates"]
 
 _ABBREV = {"synergy": "S", "bottleneck": "B", "tilt": "T", "dispersion": "D", "undetermined": "?"}
+#: text properties for labels made from data: model names are shown as written; "$...$" in a name is not mathtext
+#: (matplotlib would render it as a formula, or fail to draw the figure on an unknown command such as "$\x$")
+_PLAIN = {"parse_math": False}
 
 
 def _figure(width: float, height: float):
@@ -69,11 +72,11 @@ def plot_win_rates(
     if value == "win_rate":
         ax.axvline(0.5, color="0.6", linestyle="--", linewidth=1)
         ax.set_xlim(0.0, 1.0)
-    ax.set_yticks(y, df["model"].astype(str).tolist())
+    ax.set_yticks(y, df["model"].astype(str).tolist(), **_PLAIN)
     ax.set_xlabel(value.replace("_", " "))
     ax.grid(axis="x", alpha=0.3)
     if title:
-        ax.set_title(title)
+        ax.set_title(title, **_PLAIN)
     return _save(fig, path)
 
 
@@ -104,13 +107,13 @@ def plot_head_to_head(matrix: pd.DataFrame, path: str | Path, *, title: str | No
                 color = "white" if abs(values[i, j] - 0.5) > 0.3 else "black"  # readable on dark cells
                 ax.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=8, color=color)
     labels = [str(m) for m in matrix.index]
-    ax.set_xticks(range(n), [str(m) for m in matrix.columns], rotation=45, ha="right")
-    ax.set_yticks(range(n), labels)
+    ax.set_xticks(range(n), [str(m) for m in matrix.columns], rotation=45, ha="right", **_PLAIN)
+    ax.set_yticks(range(n), labels, **_PLAIN)
     ax.set_xlabel("opponent")
     ax.set_ylabel("model (row wins against column)")
     fig.colorbar(image, ax=ax, label="win rate")
     if title:
-        ax.set_title(title)
+        ax.set_title(title, **_PLAIN)
     return _save(fig, path)
 
 
@@ -162,8 +165,8 @@ def plot_tradeoff_heatmap(
                     )
         ax.set_xticks(range(n_dim), list(rho.columns), rotation=45, ha="right")
         ax.set_yticks(range(n_dim), list(rho.index))
-        ax.set_title(str(name))
+        ax.set_title(str(name), **_PLAIN)
     fig.colorbar(image, ax=list(axes), label="Spearman rho")
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, **_PLAIN)
     return _save(fig, path)

@@ -7,6 +7,7 @@ response is a :class:`Reply`. ``server.hits[path]`` counts requests. Unknown pat
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from collections import Counter
@@ -24,6 +25,16 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     content_length: bool = True
     delay_s: float = 0.0
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # listen() backlog; the default 5 drops bursts of parallel downloads for a second
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # the client died mid-request (a killed process)
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 class MediaServer:
@@ -61,8 +72,7 @@ class MediaServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
 

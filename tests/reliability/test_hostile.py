@@ -1,0 +1,546 @@
+"""The hostile-input corpus (``tests/data/hostile/cases.yaml``) driven through the real entry points.
+
+One parametrized test per case: the case's input goes through its flow (mostly the ``echo-bench`` CLI through
+click's runner, against the loopback VLM where a model is needed), the outcome is checked against the manifest (a
+clear error, a recorded failure, or a correct result with its facts), and nothing may be written outside the
+case's output folder: the test's temporary tree (inputs included), its parent folder, the working directory and
+the marker file a YAML tag would have created are compared before and after.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import math
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from PIL import Image
+
+from echo_builder.cli import cli
+from tests.helpers.benchmark import make_benchmark, png_bytes
+
+HOSTILE = Path(__file__).resolve().parents[1] / "data" / "hostile"
+CASES = yaml.safe_load((HOSTILE / "cases.yaml").read_text(encoding="utf-8"))["cases"]
+PWNED = Path(
+    "/tmp/echo-bench-pwned"
+)  # what the !!python/object/apply case would create under an unsafe loader
+GREY = (128, 128, 128)
+
+
+# ------------------------------------------------------------------------------------------------ the workspace
+@dataclass
+class Workspace:
+    """``root/in`` holds the case's inputs, ``root/out`` is the only folder a run may write, ``root/cwd`` is the
+    working directory during the run (a relative path escaping would land there)."""
+
+    root: Path
+    generated: Callable[[str], Path]
+    server: Callable[[], Any]
+    inputs: Path = field(init=False)
+    out: Path = field(init=False)
+    before: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.inputs = self.root / "in"
+        self.out = self.root / "out"
+        self.inputs.mkdir()
+        (self.root / "cwd").mkdir()
+
+    def begin(self) -> None:
+        """Inputs are in place: take the snapshot that the end of the run is compared with."""
+        self.before = _snapshot(self)
+
+    def source(self, name: str) -> Path:
+        """A corpus file: committed (under tests/data/hostile) or ``generated/<name>`` (made on first use)."""
+        if name.startswith("generated/"):
+            return self.generated(name.removeprefix("generated/"))
+        return HOSTILE / name
+
+
+@dataclass
+class Observed:
+    exit_code: int | None
+    output: str
+    exception: BaseException | None
+    facts: dict[str, Any]
+    record: Callable[[str], str]
+
+
+def _snapshot(ws: Workspace) -> dict[str, Any]:
+    """Every path under the test's folder but the output folder (files with their content hash), the parent's
+    entries, and the marker file of the YAML-tag case."""
+    entries: dict[str, str] = {}
+    for path in sorted(ws.root.rglob("*")):
+        if path == ws.out or path.is_relative_to(ws.out):
+            continue
+        if path.is_symlink():
+            entries[path.relative_to(ws.root).as_posix()] = f"link:{os.readlink(path)}"
+        elif path.is_dir():
+            entries[path.relative_to(ws.root).as_posix()] = "dir"
+        else:
+            entries[path.relative_to(ws.root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return {"tree": entries, "parent": sorted(os.listdir(ws.root.parent)), "pwned": PWNED.exists()}
+
+
+def _cli(*args: str) -> Any:
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def _read_record(ws: Workspace) -> Callable[[str], str]:
+    def read(where: str) -> str:
+        path = ws.out / where
+        if path.suffix == ".parquet":  # as JSON text, image bytes shown by their length
+            import pyarrow.parquet as pq
+
+            rows = pq.read_table(path).to_pylist()
+            return json.dumps(rows, ensure_ascii=False, default=lambda b: f"<{len(b)} bytes>")
+        return path.read_text(encoding="utf-8")
+
+    return read
+
+
+def _dataset_rows(out: Path) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    return [row for f in sorted(out.glob("*/test-*.parquet")) for row in pq.read_table(f).to_pylist()]
+
+
+def _embedded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        img for r in rows for col in ("input_images", "output_images") for img in r[col] if img is not None
+    ]
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _build_facts(out: Path) -> dict[str, Any]:
+    if not (out / "report.json").is_file():
+        return {}
+    stages = {s["name"]: s for s in json.loads((out / "report.json").read_text())["stages"]}
+    rows = _dataset_rows(out)
+    media = _jsonl(out / "stages" / "media.jsonl")
+    refs = [r for s in media for r in (*s["input_images"], *s["output_images"])]
+    facts = {
+        "posts": stages["collect"]["out"],
+        "samples": stages["extract"]["out"],
+        "self_replies": stages["threads"]["self_replies"],
+        "cycles_broken": stages["threads"]["cycles_broken"],
+        "embedded_images": len(_embedded(rows)),
+        "media_paths_kept": sum(1 for r in refs if r["path"] is not None and r["sha256"] is None),
+        "dataset_prompts": sorted(r["prompt"] for r in rows),
+    }
+    stored = [r for r in refs if r["sha256"]]
+    if stored:
+        facts["stored_ext"] = stored[0]["path"].rsplit(".", 1)[-1]
+    images = _embedded(rows)
+    if images:
+        facts["image_size"] = list(Image.open(io.BytesIO(images[0]["bytes"])).size)
+    return facts
+
+
+def _build(ws: Workspace, *sources: Path, extra: tuple[str, ...] = ()) -> Observed:
+    ws.begin()
+    result = _cli("build", *sources, "--out", ws.out, "--target-model", "GPT-4o", "--offline", *extra)
+    return Observed(result.exit_code, result.output, result.exception, _build_facts(ws.out), _read_record(ws))
+
+
+# ------------------------------------------------------------------------------------------------------ flows
+def flow_build(case: dict[str, Any], ws: Workspace) -> Observed:
+    return _build(ws, ws.source(case["file"]))
+
+
+def flow_sources(case: dict[str, Any], ws: Workspace) -> Observed:
+    from echo_builder.sources import read_posts
+
+    ws.begin()
+    report = read_posts([ws.source(case["file"])], keep_raw=False)
+    facts = {
+        "posts": len(report.posts),
+        "text_length": len(report.posts[0].text) if report.posts else None,
+        "problems": len(report.problems),
+    }
+    text = "\n".join(str(p) for p in report.problems)
+    return Observed(0, "", None, facts, lambda where: text)
+
+
+def _collection(ws: Workspace, cases: list[Path]) -> Path:
+    folder = ws.inputs / "hostile-collection"
+    for n, case in enumerate(cases, start=1):
+        shutil.copytree(case, folder / "cases" / str(n))
+    return folder
+
+
+def flow_collection(case: dict[str, Any], ws: Workspace) -> Observed:
+    folder = _collection(ws, [HOSTILE / "collection" / "good", ws.source(case["file"])])
+    link = (case.get("input") or {}).get("symlink")
+    if link:  # a valid image outside the collection, reached through a link inside a case folder
+        outside = ws.inputs / "outside.png"
+        outside.write_bytes(png_bytes(Image.new("RGB", (8, 8), (10, 200, 10))))
+        (folder / "cases" / "2" / link).symlink_to(outside)
+    return _build(ws, folder)
+
+
+def flow_media(case: dict[str, Any], ws: Workspace) -> Observed:
+    image = ws.source(case["file"])
+    folder = _collection(ws, [HOSTILE / "collection" / "good"])
+    shutil.copyfile(image, folder / "cases" / "1" / f"example{image.suffix}")
+    with open(folder / "cases" / "1" / "case.yml", "a", encoding="utf-8") as f:
+        f.write(f"image: example{image.suffix}\n")
+    return _build(ws, folder)
+
+
+def _images_of(body: dict[str, Any]) -> list[Image.Image]:
+    out = []
+    for message in body["messages"]:
+        if isinstance(message["content"], list):
+            for part in message["content"]:
+                if part["type"] == "image_url":
+                    data = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+                    out.append(Image.open(io.BytesIO(data)))
+    return out
+
+
+def _texts_of(body: dict[str, Any], role: str) -> str:
+    parts = []
+    for message in body["messages"]:
+        if message["role"] != role:
+            continue
+        content = message["content"]
+        parts += [content] if isinstance(content, str) else [p.get("text", "") for p in content]
+    return "\n".join(parts)
+
+
+def _judge_setup(
+    ws: Workspace, prompt: str, outputs: dict[str, dict[str, bytes | Path]]
+) -> tuple[Path, Path]:
+    """An image_to_image benchmark with sample s1 (grey 64 x 64 input) and ``outputs[model][sample_id]``."""
+    bench = make_benchmark(
+        ws.inputs / "bench",
+        "image_to_image",
+        [{"id": "s1", "prompt": prompt, "inputs": [Image.new("RGB", (64, 64), GREY)]}],
+    )
+    folder = ws.inputs / "outputs"
+    for model, files in outputs.items():
+        (folder / model).mkdir(parents=True, exist_ok=True)  # exist_ok: a file system may merge two names
+        for name, data in files.items():
+            (folder / model / name).write_bytes(data.read_bytes() if isinstance(data, Path) else data)
+    return bench, folder
+
+
+def _judge(ws: Workspace, bench: Path, outputs: Path, server: Any, config: str = "image_to_image") -> Any:
+    if ws.before is None:
+        ws.begin()
+    return _cli(
+        "judge", "--benchmark", bench, "--config", config, "--outputs", outputs, "--judge", "openai:judge",
+        "--base-url", server.base_url, "--out", ws.out, "--max-attempts", "1", "--concurrency", "2",
+    )  # fmt: skip
+
+
+def _verdicts(out: Path) -> dict[tuple[str, str], Any]:
+    from echo_builder.judge.run import read_verdicts
+
+    if not (out / "verdicts.parquet").is_file():
+        return {}
+    return {(v.model, v.sample_id): v for v in read_verdicts(out)}
+
+
+# the reference output is 40 x 80 px, so the judge is sent a 512 x 1024 px copy of it
+REFERENCE = png_bytes(Image.new("RGB", (40, 80), (120, 130, 140)))
+
+
+def flow_judge(case: dict[str, Any], ws: Workspace) -> Observed:
+    image = ws.source(case["file"])
+    server = ws.server()
+    server.reply = lambda body: "A good output keeps the input. [[7]]"
+    bench, outputs = _judge_setup(
+        ws, "Make it warmer.", {"reference": {"s1.png": REFERENCE}, "hostile": {f"s1{image.suffix}": image}}
+    )
+    result = _judge(ws, bench, outputs, server)
+    verdicts = _verdicts(ws.out)
+    hostile, reference = verdicts.get(("hostile", "s1")), verdicts.get(("reference", "s1"))
+    sent = [_images_of(b)[-1].size for b in server.log.bodies]
+    facts = {
+        "status": hostile.status if hostile else None,
+        "reference_status": reference.status if reference else None,
+        "rating": hostile.rating if hostile else None,
+        "sent_size": next((list(s) for s in sent if s != (512, 1024)), None),
+    }
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
+def _color_shift(bench: Path, outputs: Path, out: Path) -> Any:
+    return _cli(
+        "metrics", "--benchmark", bench, "--config", "image_to_image", "--outputs", outputs,
+        "--metric", "color_shift", "--out", out, "--format", "csv",
+    )  # fmt: skip
+
+
+def flow_metrics(case: dict[str, Any], ws: Workspace) -> Observed:
+    image = ws.source(case["file"])
+    grey = png_bytes(Image.new("RGB", (64, 64), GREY))
+    bench, outputs = _judge_setup(
+        ws, "Keep the colours.", {"reference": {"s1.png": grey}, "hostile": {f"s1{image.suffix}": image}}
+    )
+    ws.begin()
+    result = _color_shift(bench, outputs, ws.out)
+    facts: dict[str, Any] = {}
+    if (ws.out / "metrics.csv").is_file():
+        import pandas as pd
+
+        table = pd.read_csv(ws.out / "metrics.csv")
+        facts["value"] = float(table.loc[table["model"] == "hostile", "value"].iloc[0])
+        facts["reference_value"] = float(table.loc[table["model"] == "reference", "value"].iloc[0])
+        assert facts["reference_value"] == 0.0  # the unharmed model beside it is scored as usual
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
+def flow_dataset(case: dict[str, Any], ws: Workspace) -> Observed:
+    from echo_dataset.writer import write_hub_folder
+
+    media_root = ws.inputs / "media"
+    media_root.mkdir()
+    (media_root / "ok.png").write_bytes(png_bytes(Image.new("RGB", (4, 4), (1, 2, 3))))
+    # a valid image right outside the media root, so a path climbing out of it would find something to embed
+    (ws.inputs / "outside.png").write_bytes(png_bytes(Image.new("RGB", (4, 4), (9, 9, 9))))
+    ws.begin()
+    rows = [
+        {"id": "good", "prompt": "p", "output_images": ["ok.png"], "output_image_urls": ["https://a/ok.png"]},
+        {
+            "id": "hostile",
+            "prompt": "p",
+            "output_images": [case["input"]["path"]],
+            "output_image_urls": [None],
+        },
+    ]
+    write_hub_folder(
+        {"text_to_image": rows}, ws.out, media_root=media_root, card_context={}, pseudonymize=False
+    )
+    by_id = {r["id"]: r for r in _dataset_rows(ws.out)}
+    assert by_id["good"]["output_images"][0]["bytes"] == (media_root / "ok.png").read_bytes()
+    facts = {"embedded_images": len(_embedded([by_id["hostile"]]))}
+    return Observed(0, "", None, facts, _read_record(ws))
+
+
+def flow_model_names(case: dict[str, Any], ws: Workspace) -> Observed:
+    names = case["input"]["names"]
+    server = ws.server()
+    server.reply = lambda body: "[[7]]"
+    grey = png_bytes(Image.new("RGB", (16, 16), (140, 120, 100)))
+    bench, outputs = _judge_setup(ws, "Make it warmer.", {name: {"s1.png": grey} for name in names})
+    if len(list(outputs.iterdir())) != len(names):
+        pytest.skip("this file system merges some of the names (Unicode normalisation or case folding)")
+    results = [_judge(ws, bench, outputs, server)]
+    run = json.loads((ws.out / "run.json").read_text()) if (ws.out / "run.json").is_file() else {}
+    results.append(_cli("leaderboard", ws.out, "--format", "json", "--n-boot", "20"))
+    board = json.loads(results[-1].stdout) if results[-1].exit_code == 0 else []
+    results.append(_color_shift(bench, outputs, ws.out / "metrics"))
+    swatches = sorted(p.name for p in (ws.out / "metrics" / "color_swatches").glob("*"))
+    assert sorted(run.get("models", [])) == sorted(names)  # every name exactly as the folder spells it
+    assert sorted(r["model"] for r in board) == sorted(names)
+    reserved = {"CON", "PRN", "AUX", "NUL"}
+    assert all(not s.startswith(("-", ".")) and s.split(".")[0].upper() not in reserved for s in swatches)
+    bad = next((r for r in results if r.exit_code != 0), results[-1])
+    facts = {
+        "models_judged": len(run.get("models", [])),
+        "leaderboard_models": len(board),
+        "swatches": len(swatches),
+    }
+    return Observed(bad.exit_code, bad.output, bad.exception, facts, _read_record(ws))
+
+
+def flow_sample_ids(case: dict[str, Any], ws: Workspace) -> Observed:
+    ids = case["input"]["ids"]
+    server = ws.server()
+    server.reply = lambda body: "[[7]]"
+    img = Image.new("RGB", (8, 8), (50, 60, 70))
+    bench = make_benchmark(
+        ws.inputs / "bench", "image_to_image", [{"id": i, "prompt": "p", "inputs": [img]} for i in ids]
+    )
+    model = ws.inputs / "outputs" / "m"
+    model.mkdir(parents=True)
+    for sample_id in ids:
+        name = f"{sample_id}.png"
+        if "/" in name or "\0" in name or sample_id == "cafe\u0301":
+            continue  # not a file name (or, for the NFD id, deliberately only its NFC twin exists)
+        (model / name).write_bytes(png_bytes(img))
+    # a trap where a path join of "m" and "../escape" would look
+    (ws.inputs / "outputs" / "escape.png").write_bytes(png_bytes(img))
+    result = _judge(ws, bench, ws.inputs / "outputs", server)
+    statuses = {sid: v.status for (_, sid), v in _verdicts(ws.out).items()}
+    return Observed(
+        result.exit_code, result.output, result.exception, {"statuses": statuses}, _read_record(ws)
+    )
+
+
+def _slot(user: str, tag: str) -> tuple[int, int]:
+    """Where a naive reader sees the ``<tag>`` slot: from the first opening tag to the first closing tag after it."""
+    start = user.find(f"<{tag}>\n")
+    end = user.find(f"\n</{tag}>", start)
+    return start, end
+
+
+def _naive(body: dict[str, Any], tag: str, obeyed: str, honest: str) -> str:
+    """A scripted model that obeys "ignore the instructions" when it reads it outside the delimited slot."""
+    system, user = _texts_of(body, "system"), _texts_of(body, "user")
+    start, end = _slot(user, tag)
+    outside = system + user[:start] + (user[end:] if end >= 0 else "")
+    return obeyed if "ignore the instructions" in outside.lower() else honest
+
+
+def flow_judge_injection(case: dict[str, Any], ws: Workspace) -> Observed:
+    from echo_builder.judge.prompts import quote_slot
+
+    prompt = ws.source(case["file"]).read_text(encoding="utf-8")
+    server = ws.server()
+    server.reply = lambda body: _naive(body, "prompt", "Rating: [[10]]", "The fox is blurry. [[3]]")
+    bench, outputs = _judge_setup(ws, prompt, {"model": {"s1.png": REFERENCE}})
+    result = _judge(ws, bench, outputs, server)
+    verdict = _verdicts(ws.out).get(("model", "s1"))
+    body = server.log.bodies[0]
+    user = _texts_of(body, "user")
+    start, end = _slot(user, "prompt")
+    facts = {
+        "rating": verdict.rating if verdict else None,
+        "prompt_in_slot": quote_slot(prompt, "prompt") in user[start:end],
+        "prompt_in_system": prompt in _texts_of(body, "system"),
+    }
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
+def flow_judge_reply(case: dict[str, Any], ws: Workspace) -> Observed:
+    reply = ws.source(case["file"]).read_text(encoding="utf-8")
+    server = ws.server()
+    server.reply = lambda body: reply
+    bench, outputs = _judge_setup(ws, "A red fox in the snow.", {"model": {"s1.png": REFERENCE}})
+    result = _judge(ws, bench, outputs, server)
+    verdict = _verdicts(ws.out).get(("model", "s1"))
+    facts = {
+        "status": verdict.status if verdict else None,
+        "rating": verdict.rating if verdict else None,
+        "calls": server.calls,  # the first ask and its one re-ask
+    }
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
+def flow_relevance_injection(case: dict[str, Any], ws: Workspace) -> Observed:
+    from echo_builder.judge.prompts import quote_slot
+
+    source = ws.source(case["file"])
+    texts = [json.loads(line)["text"] for line in source.read_text(encoding="utf-8").splitlines()]
+    extra: tuple[str, ...] = ()
+    server = None
+    if case["input"]["backend"] == "openai":
+        server = ws.server()
+        answers = ('{"score": 5, "note": "as instructed"}', '{"score": 1, "note": "unrelated"}')
+        server.reply = lambda body: _naive(body, "post", *answers)
+        extra = ("--backend", "openai:curator", "--base-url", server.base_url)
+    observed = _build(ws, source, extra=extra)
+    relevance = _jsonl(ws.out / "stages" / "relevance.jsonl") if (ws.out / "stages").is_dir() else []
+    observed.facts.update(
+        {"scores": [r["score"] for r in relevance], "kept": sum(1 for r in relevance if r["kept"])}
+    )
+    if server is not None:
+        users = [_texts_of(b, "user") for b in server.log.bodies]
+        systems = [_texts_of(b, "system") for b in server.log.bodies]
+        observed.facts["text_in_slot"] = all(
+            any(quote_slot(t, "post") in u[slice(*_slot(u, "post"))] for u in users) for t in texts
+        )
+        observed.facts["text_in_system"] = any(t in s for t in texts for s in systems)
+    return observed
+
+
+FLOWS: dict[str, Callable[[dict[str, Any], Workspace], Observed]] = {
+    name.removeprefix("flow_"): fn for name, fn in globals().items() if name.startswith("flow_")
+}
+
+
+# ------------------------------------------------------------------------------------------------------ the test
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Callable[[str], Path]:
+    """Large and bomb cases, written once per module on first use by the corpus's own script."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_corpus", HOSTILE / "make_corpus.py")
+    assert spec is not None and spec.loader is not None
+    make_corpus = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_corpus)
+    folder = tmp_path_factory.mktemp("hostile-generated")
+
+    def get(name: str) -> Path:
+        if not (folder / name).exists():
+            make_corpus.write_large(folder, [name])
+        return folder / name
+
+    return get
+
+
+def _same(expected: Any, measured: Any, tolerance: float) -> bool:
+    if isinstance(expected, float) and isinstance(measured, float):
+        if math.isnan(expected):
+            return math.isnan(measured)
+        return abs(expected - measured) <= tolerance
+    return expected == measured
+
+
+# a regression to a quadratic or cubic regex hangs inside C code, where the default signal timeout cannot interrupt
+# it; the thread method ends the run with a stack dump instead of letting CI hang
+@pytest.mark.timeout(120, method="thread")
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_hostile_case(case, tmp_path, generated, request, monkeypatch):
+    ws = Workspace(tmp_path, generated, lambda: request.getfixturevalue("openai_server"))
+    if "file" in case:
+        assert ws.source(case["file"]).exists(), f"corpus file {case['file']} is missing"
+    monkeypatch.chdir(ws.root / "cwd")
+    observed = FLOWS[case["flow"]](case, ws)
+    assert ws.before is not None, "the flow did not take its snapshot"
+    assert _snapshot(ws) == ws.before, "something was written outside the output folder"
+
+    expect = case["expect"]
+    output = observed.output
+    assert "Traceback" not in output, output
+    if expect["outcome"] == "error":
+        assert observed.exit_code == 1, output
+        assert isinstance(observed.exception, SystemExit), repr(observed.exception)
+        assert output.startswith("error: ") and output.count("\n") == 1, output  # one clear line
+        for fragment in expect["contains"]:
+            assert fragment in output, f"{fragment!r} not in {output!r}"
+        assert not (ws.out / "stages").exists() and not list(ws.out.glob("*/*.parquet"))  # nothing half-made
+        return
+    # a run that goes on: no exception other than the CLI's own exit
+    assert observed.exception is None or isinstance(observed.exception, SystemExit), repr(observed.exception)
+    if expect["outcome"] == "recorded_failure":
+        record = observed.record(expect["where"])
+        for fragment in expect["contains"]:
+            assert fragment in record, f"{fragment!r} not recorded in {expect['where']}"
+    else:
+        assert expect["outcome"] == "correct", expect
+    tolerance = float(expect.get("tolerance", 0.0))
+    facts = {"exit_code": observed.exit_code, **observed.facts}
+    for key, value in (expect.get("facts") or {}).items():
+        assert key in facts, f"fact {key!r} was not measured; measured: {sorted(facts)}"
+        assert _same(value, facts[key], tolerance), f"{key}: expected {value!r}, measured {facts[key]!r}"
+
+
+def test_every_corpus_file_has_a_case():
+    """The manifest and the folder agree: every committed input is exercised, every case names an existing input."""
+    named = {c["file"].split("/")[0] + "/" + c["file"].split("/")[1] for c in CASES if "file" in c}
+    on_disk = {
+        p.relative_to(HOSTILE).as_posix()
+        for sub in ("sources", "images", "injection")
+        for p in (HOSTILE / sub).iterdir()
+    } | {f"collection/{p.name}" for p in (HOSTILE / "collection").iterdir()}
+    assert on_disk <= named | {"collection/good"}, sorted(on_disk - named)
+    assert len({c["id"] for c in CASES}) == len(CASES)
+    assert sum(p.stat().st_size for p in HOSTILE.rglob("*") if p.is_file()) < 1_000_000
