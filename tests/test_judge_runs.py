@@ -353,3 +353,24 @@ def test_agreement_json_is_standard_json_when_a_statistic_is_undefined(bench, op
     )
     assert report["kendalls_w"]["w"] is None
     assert {r["judge"]: r for r in report["judges"]}["openai:judge2"]["pair_agreement"] == 1.0
+
+
+def test_only_outputs_in_no_config_are_warned_about(bench, openai_server, tmp_path, caplog):
+    # one outputs folder serving two configs: the other config's outputs are expected, an unknown id is not
+    folder, outputs = bench
+    make_benchmark(
+        folder, "image_to_image", [{"id": "e1", "prompt": "edit", "inputs": [Image.new("RGB", (8, 8))]}]
+    )
+    Image.new("RGB", (64, 64), GREEN).save(outputs / "green" / "e1.png")
+    openai_server.reply = scripted_judges
+    with caplog.at_level("WARNING", logger="echo_builder.judge.run"):
+        _run(*_judge_args(bench, openai_server, tmp_path / "run1", ["judge2"]))
+    assert not [r for r in caplog.records if "were ignored" in r.getMessage()]
+    assert json.loads((tmp_path / "run1" / "run.json").read_text())["stray_outputs"] == {"green": 1}
+
+    Image.new("RGB", (64, 64), GREEN).save(outputs / "red" / "renamed.png")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="echo_builder.judge.run"):
+        _run(*_judge_args(bench, openai_server, tmp_path / "run2", ["judge2"]))
+    warned = [r.getMessage() for r in caplog.records if "were ignored" in r.getMessage()]
+    assert len(warned) == 1 and "{'red': 1}" in warned[0]

@@ -277,8 +277,29 @@ def run_judging(
         "wall_time_s": round(time.time() - started, 3),
     }
     (out / RUN_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    if stray:
+    # One outputs folder often serves several configs: only ids that no config of the benchmark holds are news
+    # (a renamed file, another benchmark's outputs); the count of all ignored files stays in run.json.
+    elsewhere = _ids_of_other_configs(benchmark, config) if stray else set()
+    unknown = {m: n for m, ids in stray.items() if (n := len(set(ids) - elsewhere))}
+    if unknown:
         log.warning(
-            "outputs for samples not in %s/%s were ignored: %s", benchmark, config, summary["stray_outputs"]
+            "outputs for samples in no config of %s were ignored (files per model): %s", benchmark, unknown
         )
     return JudgeRunResult(out, verdicts, summary)
+
+
+def _ids_of_other_configs(benchmark: str | Path, config: str) -> set[str]:
+    """Sample ids of the benchmark's other configs (local folders only: reads the ``id`` column alone)."""
+    import pyarrow.parquet as pq
+
+    from echo_dataset import CONFIG_NAMES, SPLIT
+
+    root = Path(benchmark)
+    if not root.is_dir():
+        return set()
+    ids: set[str] = set()
+    for name in CONFIG_NAMES:
+        if name != config:
+            for file in sorted((root / name).glob(f"{SPLIT}-*.parquet")):
+                ids.update(pq.read_table(file, columns=["id"]).column("id").to_pylist())
+    return ids
