@@ -40,7 +40,7 @@ from echo_builder.errors import (
 )
 from echo_builder.secrets import get_logger, redact, register_secret
 
-__all__ = ["OpenAIBackend", "OpenAIConfig", "parse_retry_after"]
+__all__ = ["OpenAIBackend", "OpenAIConfig", "OpenAIConnection", "parse_retry_after", "translate_openai_error"]
 
 log = get_logger(__name__)
 
@@ -109,6 +109,94 @@ def _content_parts(message: Message) -> list[dict[str, Any]] | str:
     return parts
 
 
+class OpenAIConnection:
+    """The server, key and per-event-loop async clients of one OpenAI-compatible endpoint (chat and images).
+
+    Args:
+        who: the backend or generator id, named in errors.
+        base_url: server URL; default from ``ECHO_OPENAI_BASE_URL`` / ``OPENAI_BASE_URL``, else OpenAI's.
+        api_key: explicit key; default from ``ECHO_OPENAI_API_KEY`` / ``OPENAI_API_KEY``. A local server (a base
+            URL and no key) gets the placeholder ``EMPTY``; the key is registered for redaction.
+        timeout_s: HTTP timeout of one attempt in seconds.
+
+    Raises:
+        MissingDependencyError: the ``openai`` package is missing.
+        ConfigError: no key and no base URL.
+    """
+
+    def __init__(
+        self, who: str, *, base_url: str | None, api_key: SecretStr | None, timeout_s: float
+    ) -> None:
+        try:
+            import openai  # noqa: F401
+        except ImportError:
+            raise MissingDependencyError("openai", "all", f"the {who.split(':')[0]}: backend") from None
+        self.base_url = base_url or next((os.environ[k] for k in BASE_URL_ENV if os.environ.get(k)), None)
+        key = api_key.get_secret_value() if api_key else None
+        key = key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
+        if key is None:
+            if self.base_url is None:
+                raise ConfigError(
+                    f"{who}: no API key. Set OPENAI_API_KEY (or ECHO_OPENAI_API_KEY), or point base_url / "
+                    "ECHO_OPENAI_BASE_URL at a local OpenAI-compatible server."
+                )
+            key = "EMPTY"  # local servers (vLLM, Ollama) accept any key
+        register_secret(key)
+        self._api_key = key
+        self.timeout_s = timeout_s
+        self._clients: dict[int, Any] = {}
+
+    def client(self) -> Any:
+        """The ``openai.AsyncOpenAI`` client of the running event loop (httpx clients are bound to one loop)."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(id(loop))
+        if client is None:
+            import openai
+
+            # The client's default pool (1,000 connections) is far above any sensible caller concurrency.
+            client = openai.AsyncOpenAI(
+                api_key=self._api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0
+            )
+            self._clients[id(loop)] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close the clients (best effort: a client whose loop is gone has nothing left to release)."""
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            with contextlib.suppress(RuntimeError):
+                await client.close()
+
+
+def translate_openai_error(exc: Exception, who: str) -> Exception:
+    """An ``openai`` client exception as :class:`RetryableBackendError` (timeouts, dropped connections, 408/409/
+    425/429, 5xx with the server's ``Retry-After``, unreadable replies) or :class:`PermanentBackendError` (other
+    4xx and client errors); anything else is returned unchanged. Messages are redacted."""
+    import openai
+
+    message = redact(f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, openai.APITimeoutError):
+        return RetryableBackendError(f"timed out: {message}", backend_id=who)
+    if isinstance(exc, openai.APIConnectionError):
+        return RetryableBackendError(f"connection failed: {message}", backend_id=who)
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        if status in _RETRYABLE_STATUS or status >= 500:
+            return RetryableBackendError(
+                f"HTTP {status}: {message}",
+                backend_id=who,
+                status_code=status,
+                retry_after_s=parse_retry_after(exc.response.headers),
+            )
+        return PermanentBackendError(f"HTTP {status}: {message}", backend_id=who, status_code=status)
+    if isinstance(exc, (openai.APIResponseValidationError, ValueError, TypeError, KeyError)):
+        # Garbage, truncated JSON or a body of the wrong shape: the next attempt may be fine.
+        return RetryableBackendError(f"unreadable reply: {message}", backend_id=who)
+    if isinstance(exc, openai.OpenAIError):
+        return PermanentBackendError(message, backend_id=who)
+    return exc
+
+
 @register_backend
 class OpenAIBackend(Backend):
     """Chat completions on an OpenAI-compatible server. See :class:`OpenAIConfig` for options."""
@@ -124,39 +212,13 @@ class OpenAIBackend(Backend):
             self.config = OpenAIConfig(**options)
         except ValidationError as exc:
             raise ConfigError(f"invalid options for {self.backend_id}: {exc}") from None
-        try:
-            import openai  # noqa: F401
-        except ImportError:
-            raise MissingDependencyError("openai", "all", "the openai: backend") from None
-        self.base_url = self.config.base_url or next(
-            (os.environ[k] for k in BASE_URL_ENV if os.environ.get(k)), None
+        self.connection = OpenAIConnection(
+            self.backend_id,
+            base_url=self.config.base_url,
+            api_key=self.config.api_key,
+            timeout_s=self.config.timeout_s,
         )
-        key = self.config.api_key.get_secret_value() if self.config.api_key else None
-        key = key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
-        if key is None:
-            if self.base_url is None:
-                raise ConfigError(
-                    f"{self.backend_id}: no API key. Set OPENAI_API_KEY (or ECHO_OPENAI_API_KEY), or point "
-                    "base_url / ECHO_OPENAI_BASE_URL at a local OpenAI-compatible server."
-                )
-            key = "EMPTY"  # local servers (vLLM, Ollama) accept any key
-        register_secret(key)
-        self._api_key = key
-        self._clients: dict[int, Any] = {}
-
-    def _client(self) -> Any:
-        # httpx async clients are bound to the loop they first ran on; keep one per loop.
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(id(loop))
-        if client is None:
-            import openai
-
-            # The client's default pool (1,000 connections) is far above any sensible caller concurrency.
-            client = openai.AsyncOpenAI(
-                api_key=self._api_key, base_url=self.base_url, timeout=self.config.timeout_s, max_retries=0
-            )
-            self._clients[id(loop)] = client
-        return client
+        self.base_url = self.connection.base_url
 
     def _request(self, messages: Sequence[Message], params: GenerationParams) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -179,42 +241,14 @@ class OpenAIBackend(Backend):
             body["extra_body"] = dict(self.config.extra_body)
         return body
 
-    def _translate(self, exc: Exception) -> Exception:
-        import openai
-
-        message = redact(f"{type(exc).__name__}: {exc}")
-        if isinstance(exc, openai.APITimeoutError):
-            return RetryableBackendError(f"timed out: {message}", backend_id=self.backend_id)
-        if isinstance(exc, openai.APIConnectionError):
-            return RetryableBackendError(f"connection failed: {message}", backend_id=self.backend_id)
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            retry_after = parse_retry_after(exc.response.headers)
-            if status in _RETRYABLE_STATUS or status >= 500:
-                return RetryableBackendError(
-                    f"HTTP {status}: {message}",
-                    backend_id=self.backend_id,
-                    status_code=status,
-                    retry_after_s=retry_after,
-                )
-            return PermanentBackendError(
-                f"HTTP {status}: {message}", backend_id=self.backend_id, status_code=status
-            )
-        if isinstance(exc, (openai.APIResponseValidationError, ValueError, TypeError, KeyError)):
-            # Garbage, truncated JSON or a body of the wrong shape: the next attempt may be fine.
-            return RetryableBackendError(f"unreadable reply: {message}", backend_id=self.backend_id)
-        if isinstance(exc, openai.OpenAIError):
-            return PermanentBackendError(message, backend_id=self.backend_id)
-        return exc
-
     async def agenerate(self, messages: Sequence[Message], params: GenerationParams) -> Reply:
         body = self._request(messages, params)
         start = time.perf_counter()
         try:
-            completion = await self._client().chat.completions.create(**body)
+            completion = await self.connection.client().chat.completions.create(**body)
             return self._reply(completion, params, time.perf_counter() - start)
         except Exception as exc:
-            translated = self._translate(exc)
+            translated = translate_openai_error(exc, self.backend_id)
             if translated is exc:
                 raise
             raise translated from None
@@ -287,10 +321,7 @@ class OpenAIBackend(Backend):
         return candidate_logprobs_from_alternatives(reply, candidates)
 
     async def aclose(self) -> None:
-        clients, self._clients = self._clients, {}
-        for client in clients.values():
-            with contextlib.suppress(RuntimeError):  # its loop is gone; nothing left to release
-                await client.close()
+        await self.connection.aclose()
 
 
 def candidate_logprobs_from_alternatives(reply: Reply, candidates: Sequence[str]) -> CandidateScores:

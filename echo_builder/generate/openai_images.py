@@ -23,7 +23,6 @@ import asyncio
 import base64
 import binascii
 import io
-import os
 import random
 import time
 from collections.abc import Sequence
@@ -33,23 +32,21 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from echo_builder.backends.base import run_sync
 from echo_builder.backends.caller import RetryPolicy
-from echo_builder.backends.openai_backend import API_KEY_ENV, BASE_URL_ENV, parse_retry_after
+from echo_builder.backends.openai_backend import OpenAIConnection, translate_openai_error
 from echo_builder.errors import (
     BackendError,
     ConfigError,
     ImageError,
-    MissingDependencyError,
     PermanentBackendError,
     RetryableBackendError,
 )
 from echo_builder.generate import register_generator
 from echo_builder.generate.base import GenerationRequest, GenerationResult, Generator
-from echo_builder.secrets import get_logger, redact, register_secret
+from echo_builder.secrets import get_logger, redact
 
 __all__ = ["OpenAIImagesConfig", "OpenAIImagesGenerator", "RefusedError"]
 
 log = get_logger(__name__)
-_RETRYABLE_STATUS = {408, 409, 425, 429}
 _REFUSAL_CODES = {"content_policy_violation", "moderation_blocked", "content_filter"}
 _REFUSAL_WORDS = ("safety system", "content policy", "content_policy", "moderation")
 
@@ -125,24 +122,13 @@ class OpenAIImagesGenerator(Generator):
             self.config = OpenAIImagesConfig(**options)
         except ValidationError as exc:
             raise ConfigError(f"invalid options for {self.spec}: {exc}") from None
-        try:
-            import openai  # noqa: F401
-        except ImportError:
-            raise MissingDependencyError("openai", "all", "the openai-images: generator") from None
-        self.base_url = self.config.base_url or next(
-            (os.environ[k] for k in BASE_URL_ENV if os.environ.get(k)), None
+        self.connection = OpenAIConnection(
+            self.spec,
+            base_url=self.config.base_url,
+            api_key=self.config.api_key,
+            timeout_s=self.config.timeout_s,
         )
-        key = self.config.api_key.get_secret_value() if self.config.api_key else None
-        key = key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
-        if key is None:
-            if self.base_url is None:
-                raise ConfigError(
-                    f"{self.spec}: no API key. Set OPENAI_API_KEY (or ECHO_OPENAI_API_KEY), or point base_url / "
-                    "ECHO_OPENAI_BASE_URL at a local OpenAI-compatible server."
-                )
-            key = "EMPTY"
-        register_secret(key)
-        self._api_key = key
+        self.base_url = self.connection.base_url
         self.retry = RetryPolicy(
             max_attempts=self.config.max_attempts,
             initial_backoff_s=self.config.initial_backoff_s,
@@ -150,7 +136,6 @@ class OpenAIImagesGenerator(Generator):
             max_total_s=self.config.max_total_s,
         )
         self._rng = random.Random(0)
-        self._clients: dict[int, Any] = {}
 
     @property
     def batch_size(self) -> int:
@@ -162,49 +147,20 @@ class OpenAIImagesGenerator(Generator):
     def info(self) -> dict[str, Any]:
         return {"model": self.target}
 
-    def _client(self) -> Any:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(id(loop))
-        if client is None:
-            import openai
-
-            client = openai.AsyncOpenAI(
-                api_key=self._api_key, base_url=self.base_url, timeout=self.config.timeout_s, max_retries=0
-            )
-            self._clients[id(loop)] = client
-        return client
-
     # -- one request -----------------------------------------------------------------------------------------
     def _translate(self, exc: Exception) -> Exception:
         import openai
 
-        message = redact(f"{type(exc).__name__}: {exc}")
-        if isinstance(exc, openai.APITimeoutError):
-            return RetryableBackendError(f"timed out: {message}", backend_id=self.spec)
-        if isinstance(exc, openai.APIConnectionError):
-            return RetryableBackendError(f"connection failed: {message}", backend_id=self.spec)
         if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
             code = getattr(exc, "code", None)
-            if status == 400 and (
+            if exc.status_code == 400 and (
                 code in _REFUSAL_CODES or any(w in str(exc).lower() for w in _REFUSAL_WORDS)
             ):
-                return RefusedError(f"HTTP {status}: {message}", backend_id=self.spec, status_code=status)
-            if status in _RETRYABLE_STATUS or status >= 500:
-                return RetryableBackendError(
-                    f"HTTP {status}: {message}",
-                    backend_id=self.spec,
-                    status_code=status,
-                    retry_after_s=parse_retry_after(exc.response.headers),
+                message = redact(f"{type(exc).__name__}: {exc}")
+                return RefusedError(
+                    f"HTTP {exc.status_code}: {message}", backend_id=self.spec, status_code=exc.status_code
                 )
-            return PermanentBackendError(
-                f"HTTP {status}: {message}", backend_id=self.spec, status_code=status
-            )
-        if isinstance(exc, (openai.APIResponseValidationError, ValueError, TypeError, KeyError)):
-            return RetryableBackendError(f"unreadable reply: {message}", backend_id=self.spec)
-        if isinstance(exc, openai.OpenAIError):
-            return PermanentBackendError(message, backend_id=self.spec)
-        return exc
+        return translate_openai_error(exc, self.spec)
 
     def _body(self, request: GenerationRequest) -> dict[str, Any]:
         c = self.config
@@ -227,7 +183,7 @@ class OpenAIImagesGenerator(Generator):
         from echo_builder.imaging import load_rgb
 
         body = self._body(request)
-        images = self._client().images
+        images = self.connection.client().images
         try:
             call = images.edit(**body) if request.input_images else images.generate(**body)
             reply = await asyncio.wait_for(call, timeout=self.config.timeout_s)
@@ -318,9 +274,7 @@ class OpenAIImagesGenerator(Generator):
         return run_sync(self.agenerate_batch(requests))
 
     def close(self) -> None:
-        clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            try:
-                run_sync(client.close())
-            except Exception as exc:  # closing is best effort: a client bound to another loop may refuse
-                log.debug("closing the images client failed: %s", exc)
+        try:
+            run_sync(self.connection.aclose())
+        except Exception as exc:  # closing is best effort: a client bound to another loop may refuse
+            log.debug("closing the images client failed: %s", exc)
