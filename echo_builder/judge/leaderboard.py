@@ -26,6 +26,7 @@ from echo_builder.judge.judging import MISSING_PREFIX
 from echo_builder.records import Verdict
 
 __all__ = [
+    "LEADERBOARD_COLUMNS",
     "Leaderboard",
     "leaderboard_from_comparisons",
     "leaderboard_from_run",
@@ -36,6 +37,22 @@ __all__ = [
 ]
 
 _OUTCOME = {"A": 1.0, "B": 0.0, "tie": 0.5}
+#: Columns of ``Leaderboard.table``, in order (rates in [0, 1], ratings on the Elo scale, counts).
+LEADERBOARD_COLUMNS = (
+    "model",
+    "win_rate",
+    "ci_low",
+    "ci_high",
+    "bt_rating",
+    "bt_ci_low",
+    "bt_ci_high",
+    "n_comparisons",
+    "wins",
+    "ties",
+    "losses",
+    "n_failures",
+    "n_missing",
+)
 #: virtual ties per model used only when the Bradley-Terry MLE does not exist (a model never wins or never loses)
 BT_FALLBACK_PRIOR = 0.1
 
@@ -210,21 +227,6 @@ def leaderboard_from_comparisons(
     table = wins.merge(bt[["model", "bt_rating", "bt_ci_low", "bt_ci_high"]], on="model", how="left")
     table["n_failures"] = 0
     table["n_missing"] = 0
-    columns = [
-        "model",
-        "win_rate",
-        "ci_low",
-        "ci_high",
-        "bt_rating",
-        "bt_ci_low",
-        "bt_ci_high",
-        "n_comparisons",
-        "wins",
-        "ties",
-        "losses",
-        "n_failures",
-        "n_missing",
-    ]
     meta = {
         "title": title,
         "n_boot": n_boot,
@@ -239,7 +241,7 @@ def leaderboard_from_comparisons(
             "a group: rank each group separately (e.g. --models PATTERN)",
             stacklevel=2,
         )
-    return Leaderboard(table[columns], head_to_head(comparisons), meta=meta)
+    return Leaderboard(table[list(LEADERBOARD_COLUMNS)], head_to_head(comparisons), meta=meta)
 
 
 def _connected_groups(comparisons: pd.DataFrame) -> list[list[str]]:

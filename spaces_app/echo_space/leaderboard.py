@@ -24,28 +24,13 @@ from typing import Any, Literal
 import pandas as pd
 
 from echo_builder.errors import ConfigError
-from echo_builder.judge.leaderboard import Leaderboard, leaderboard_from_run
+from echo_builder.judge.leaderboard import LEADERBOARD_COLUMNS, Leaderboard, leaderboard_from_run
 from echo_builder.judge.run import RUN_FILE, VERDICTS_FILE
 
 __all__ = ["TABLE_COLUMNS", "LeaderboardView", "RunSource", "display_table"]
 
 #: Columns of the leaderboard table as shown (rounded: win rates to 3 decimals, ratings to 1).
-TABLE_COLUMNS = (
-    "rank",
-    "model",
-    "win_rate",
-    "ci_low",
-    "ci_high",
-    "bt_rating",
-    "bt_ci_low",
-    "bt_ci_high",
-    "n_comparisons",
-    "wins",
-    "ties",
-    "losses",
-    "n_failures",
-    "n_missing",
-)
+TABLE_COLUMNS = ("rank", *LEADERBOARD_COLUMNS)
 _PLOT_CAPTIONS = {
     "win_rates.png": "Win rate with 95% bootstrap interval over prompts",
     "bradley_terry.png": "Bradley-Terry rating (Elo scale) with 95% interval",
