@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from echo_builder.commands.options import parse_options
+from echo_builder.commands.options import call_limit_options, parse_options
 from echo_builder.secrets import redact
 
 __all__ = ["build", "publish"]
@@ -48,21 +48,7 @@ __all__ = ["build", "publish"]
 @click.option(
     "--concurrency", default=8, show_default=True, type=click.IntRange(min=1), help="Model calls in flight."
 )
-@click.option(
-    "--timeout",
-    "timeout_s",
-    default=120.0,
-    show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
-    help="Seconds per model-call attempt.",
-)
-@click.option(
-    "--max-attempts",
-    default=6,
-    show_default=True,
-    type=click.IntRange(1, 100),
-    help="Attempts per model call (429/5xx/timeouts back off) before it is a recorded failure.",
-)
+@call_limit_options
 @click.option(
     "--cache", "cache_dir", type=click.Path(file_okay=False), help="Call cache folder (default OUT/cache)."
 )

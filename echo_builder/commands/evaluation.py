@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from echo_builder.commands.options import backend_options
+from echo_builder.commands.options import backend_options, call_limit_options
 
 __all__ = ["agreement", "judge", "leaderboard", "metrics"]
 
@@ -54,21 +54,7 @@ __all__ = ["agreement", "judge", "leaderboard", "metrics"]
     type=click.IntRange(min=1),
     help="Judge calls in flight (batch size for local models).",
 )
-@click.option(
-    "--timeout",
-    "timeout_s",
-    default=120.0,
-    show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
-    help="Seconds per attempt.",
-)
-@click.option(
-    "--max-attempts",
-    default=6,
-    show_default=True,
-    type=click.IntRange(1, 100),
-    help="Attempts per call before a recorded failure.",
-)
+@call_limit_options
 @click.option(
     "--cache", "cache_dir", type=click.Path(file_okay=False), help="Call cache folder (default RUN/cache)."
 )

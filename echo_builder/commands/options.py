@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
-__all__ = ["backend_options", "parse_options"]
+__all__ = ["backend_options", "call_limit_options", "parse_options"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -34,3 +37,23 @@ def backend_options(specs: tuple[str, ...], base_url: str | None, options: tuple
             opts["base_url"] = base_url
         out[spec] = opts
     return out
+
+
+def call_limit_options(function: F) -> F:
+    """``--timeout`` (``timeout_s``, seconds per attempt) and ``--max-attempts`` of model calls, with the
+    :class:`~echo_builder.backends.caller.ModelCaller` defaults."""
+    function = click.option(
+        "--max-attempts",
+        default=6,
+        show_default=True,
+        type=click.IntRange(1, 100),
+        help="Attempts per model call (429/5xx/timeouts back off) before it is a recorded failure.",
+    )(function)
+    return click.option(
+        "--timeout",
+        "timeout_s",
+        default=120.0,
+        show_default=True,
+        type=click.FloatRange(min=0, min_open=True),
+        help="Seconds per model-call attempt.",
+    )(function)
