@@ -34,21 +34,56 @@ def config_files(folder: str | Path, config: str) -> list[Path]:
     return files
 
 
+def _hub_id(value: str) -> bool:
+    """Whether a missing local path should be read as a Hub dataset id ``owner/name``.
+
+    Raises :class:`BenchmarkNotFoundError` at once where it cannot be one, rather than after the Hub client's
+    retries: a path whose first part is a local folder (a typo such as ``builds/lumne``), and any id while
+    Hugging Face is offline (``HF_HUB_OFFLINE``)."""
+    import os
+
+    parts = value.split("/")
+    if len(parts) != 2 or not all(parts) or value.startswith((".", "/", "~")):
+        return False
+    if Path(parts[0]).is_dir():
+        raise BenchmarkNotFoundError(
+            f"benchmark folder {value!r} does not exist (folder {parts[0]!r} has: "
+            f"{', '.join(sorted(p.name for p in Path(parts[0]).iterdir() if p.is_dir())[:10]) or 'no folders'})"
+        )
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise BenchmarkNotFoundError(
+            f"benchmark {value!r} is not a local folder, and Hugging Face is offline (HF_HUB_OFFLINE), so it "
+            "cannot be loaded as a Hub dataset"
+        )
+    return True
+
+
 def read_config(folder_or_repo: str | Path, config: str) -> list[dict[str, Any]]:
     """Rows of ``config`` as dicts (images as ``{"bytes", "path"}`` dicts, as ``datasets`` stores them).
 
     ``folder_or_repo`` is a local hub-shaped folder or, when no such folder exists and it looks like
     ``owner/name``, a Hub dataset id (needs ``datasets`` and network access).
+
+    Raises:
+        BenchmarkNotFoundError: no such folder or config, a path that is a typo of a local folder, or a Hub id
+            that cannot be loaded (offline, unknown, unreachable); one line saying which.
     """
     path = Path(folder_or_repo)
-    if not path.exists() and "/" in str(folder_or_repo) and not str(folder_or_repo).startswith((".", "/")):
+    if not path.exists() and _hub_id(str(folder_or_repo)):
         try:
             import datasets
         except ImportError:
             raise BenchmarkNotFoundError(
                 f"{folder_or_repo!r} is not a folder; loading it from the Hub needs `pip install datasets`"
             ) from None
-        raw = datasets.load_dataset(str(folder_or_repo), config, split=SPLIT)
+        try:
+            raw = datasets.load_dataset(str(folder_or_repo), config, split=SPLIT)
+        except Exception as exc:  # connection, not found, gated, bad config: one clear line, not a traceback
+            reason = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise BenchmarkNotFoundError(
+                f"{folder_or_repo!r} is neither a local folder nor a loadable Hub dataset "
+                f"({type(exc).__name__}: {reason})"
+            ) from None
         for column, feature in raw.features.items():
             if isinstance(feature, datasets.Image):  # keep encoded bytes; decoding is the consumer's job
                 raw = raw.cast_column(column, datasets.Image(decode=False))

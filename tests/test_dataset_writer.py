@@ -255,3 +255,43 @@ def test_bad_rows_are_refused(tmp_path: Path):
             card_context={},
         )
     assert not (tmp_path / "x").exists()  # nothing written when a row is refused
+
+
+def test_a_missing_benchmark_path_is_a_clear_error_without_the_hub(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import time
+
+    from click.testing import CliRunner
+
+    from echo_builder.cli import cli
+    from echo_dataset.loading import BenchmarkNotFoundError
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "builds" / "lumen").mkdir(parents=True)
+    started = time.perf_counter()
+    # a typo of a local folder: never tried as a Hub id
+    with pytest.raises(
+        BenchmarkNotFoundError, match=r"'builds/lumne' does not exist \(folder 'builds' has: lumen\)"
+    ):
+        read_config("builds/lumne", "image_to_image")
+    # an owner/name id while Hugging Face is offline (the test session is): said at once
+    with pytest.raises(BenchmarkNotFoundError, match="HF_HUB_OFFLINE"):
+        read_config("someone/echo-bench-data", "image_to_image")
+    result = CliRunner().invoke(
+        cli,
+        [
+            "metrics",
+            "--benchmark",
+            "nosuch/bench",
+            "--config",
+            "image_to_image",
+            "--outputs",
+            ".",
+            "--out",
+            "m",
+        ],
+    )
+    assert time.perf_counter() - started < 10  # no Hub client retries
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith("error: benchmark 'nosuch/bench' is not a local folder")

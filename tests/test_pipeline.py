@@ -411,3 +411,18 @@ def test_resume_refuses_changed_settings(tmp_path):
     changed = CliRunner().invoke(cli, [*base, "--target-model", "GPT-5", "--resume"])
     assert changed.exit_code == 1 and "other settings (target_model)" in changed.output
     assert CliRunner().invoke(cli, [*base, "--target-model", "GPT-4o", "--resume"]).exit_code == 0
+
+
+def test_offline_build_says_how_many_images_were_not_in_the_store(tmp_path):
+    posts = _posts_file(tmp_path / "posts.jsonl", n=3)
+    out = tmp_path / "out"
+    built = CliRunner().invoke(
+        cli, ["build", str(posts), "--out", str(out), "--offline", "--target-model", "GPT-4o"]
+    )
+    assert built.exit_code == 0, built.output
+    samples = _read_jsonl(out / "stages" / "samples.jsonl", Sample)
+    missed = sum("offline and not in the media store" in e for s in samples for e in s.media_errors)
+    assert missed > 0
+    assert (
+        f"note: {missed} image(s) were not in the media store and --offline downloads nothing" in built.stderr
+    )

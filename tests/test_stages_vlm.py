@@ -110,6 +110,15 @@ def test_rules_applicability():
     assert (
         restyle.no_color_shift is False and restyle.face_identity is None
     )  # no evidence: unknown, not False
+    # "photo of my <thing>" is no evidence of a person; "photo of me" and a relative are
+    assert (
+        rules_applicability(
+            _sample("remove the car from this photo of my street", inputs=[_ref(0)])
+        ).face_identity
+        is None
+    )
+    for prompt in ("add a hat to this photo of me", "make my daughter smile in this photo"):
+        assert rules_applicability(_sample(prompt, inputs=[_ref(0)])).face_identity is True, prompt
 
 
 def test_applicability_failure_is_unknown(openai_server, tmp_path):

@@ -44,7 +44,13 @@ __all__ = ["build", "publish"]
     type=click.Choice(["x_api", "x_graphql", "reddit", "bluesky", "collection", "jsonl"]),
     help="Force a source format instead of auto-detection.",
 )
-@click.option("--threshold", default=4, show_default=True, type=click.IntRange(1, 5), help="Relevance kept.")
+@click.option(
+    "--threshold",
+    default=4,
+    show_default=True,
+    type=click.IntRange(1, 5),
+    help="Keep posts whose relevance score (1-5, by the LLM or the rules baseline) is at least this.",
+)
 @click.option(
     "--concurrency", default=8, show_default=True, type=click.IntRange(min=1), help="Model calls in flight."
 )
@@ -140,6 +146,17 @@ def build(
         + ", ".join(f"{name} {n}" for name, n in configs.items())
         + f", dropped {stages['applicability']['dropped']}; report: {result.out_dir / 'report.json'}"
     )
+    if offline:
+        from echo_builder.stages.media import OFFLINE_MISS
+
+        missed = sum(OFFLINE_MISS in error for sample in result.samples for error in sample.media_errors)
+        if missed:
+            click.echo(
+                f"note: {missed} image(s) were not in the media store and --offline downloads nothing; those "
+                f"samples lack their images (see {result.out_dir / 'stages' / 'failures.jsonl'}). Copy an "
+                f"earlier build's media/ folder into {result.out_dir}, or build without --offline.",
+                err=True,
+            )
     dead = [
         n for n in ("relevance", "extract") if stages[n]["in"] and stages[n]["failures"] == stages[n]["in"]
     ]

@@ -42,8 +42,9 @@ __all__ = [
 APPLICABILITY_VERSION = "applicability-v1"
 
 _PERSON = re.compile(
-    r"(?<![^\W_])(person|people|man|woman|girl|boy|child|kid|face|faces|portrait|selfie|me|my "
-    r"face|couple|family|friend|photo of (?:me|us|my)|headshot|character|人物|人|照片里的人)(?![^\W_])",
+    r"(?<![^\W_])(person|people|man|woman|girl|boy|child|kid|baby|face|faces|portrait|selfie|me|my "
+    r"face|couple|family|friend|wife|husband|daughter|son|mom|dad|mother|father|photo of (?:me|us|myself)|"
+    r"headshot|character|人物|人|照片里的人)(?![^\W_])",
     re.IGNORECASE,
 )
 _KEEP_LAYOUT = re.compile(
