@@ -39,8 +39,6 @@ from tests.helpers.kill_resume import (
 from tests.helpers.media_server import MediaServer
 from tests.helpers.openai_server import FakeOpenAIServer
 from tests.helpers.reliability import (
-    CurationScenario,
-    JudgeScenario,
     build_files,
     check_build_faults,
     check_judge_faults,
@@ -49,6 +47,7 @@ from tests.helpers.reliability import (
     run_build,
     run_judge,
 )
+from tests.helpers.scenarios import CurationScenario, JudgeScenario
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = [(0.05, 6), (0.20, 6), (0.50, 6), (0.50, 3)]

@@ -31,7 +31,8 @@ from typing import Any
 from bench.results import append_section, machine
 from tests.helpers.media_server import MediaServer
 from tests.helpers.openai_server import ALL_FAULT_KINDS, FakeOpenAIServer, FaultPlan
-from tests.helpers.reliability import T0, CurationScenario, build_files
+from tests.helpers.reliability import build_files
+from tests.helpers.scenarios import T0, CurationScenario
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers.media_server import MediaServer
-from tests.helpers.reliability import JUDGE, CurationScenario, JudgeScenario
+from tests.helpers.reliability import JUDGE
+from tests.helpers.scenarios import CurationScenario, JudgeScenario
 
 __all__ = [
     "JUDGE_RUN_DEPENDENT",

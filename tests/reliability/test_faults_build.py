@@ -16,7 +16,8 @@ import pytest
 from echo_builder.structured import parse_structured
 from tests.helpers.media_server import MediaServer
 from tests.helpers.openai_server import ALL_FAULT_KINDS, FakeOpenAIServer
-from tests.helpers.reliability import CurationScenario, check_build_faults, fault_plan, run_build
+from tests.helpers.reliability import check_build_faults, fault_plan, run_build
+from tests.helpers.scenarios import CurationScenario
 
 N_THREADS = 18
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers.openai_server import ALL_FAULT_KINDS, FakeOpenAIServer
-from tests.helpers.reliability import JudgeScenario, check_judge_faults, fault_plan, run_judge
+from tests.helpers.reliability import check_judge_faults, fault_plan, run_judge
+from tests.helpers.scenarios import JudgeScenario
 
 N_SAMPLES = 8
 

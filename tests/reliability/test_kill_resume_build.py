@@ -20,7 +20,8 @@ from tests.conftest import REPO_ROOT
 from tests.helpers.kill_resume import build_command, draw_kills, kill_and_resume
 from tests.helpers.media_server import MediaServer
 from tests.helpers.openai_server import FakeOpenAIServer
-from tests.helpers.reliability import CurationScenario, build_files
+from tests.helpers.reliability import build_files
+from tests.helpers.scenarios import CurationScenario
 
 N_THREADS = 12
 CONCURRENCY = 4  # the default of build_command

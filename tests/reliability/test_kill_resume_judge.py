@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import REPO_ROOT
 from tests.helpers.kill_resume import comparable_judge_run, draw_kills, judge_command, kill_and_resume
 from tests.helpers.openai_server import FakeOpenAIServer
-from tests.helpers.reliability import JudgeScenario
+from tests.helpers.scenarios import JudgeScenario
 
 N_SAMPLES = 10
 CONCURRENCY = 4  # the default of judge_command
