@@ -29,9 +29,8 @@ class Reply:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    request_queue_size = (
-        512  # listen() backlog; the default 5 drops bursts of parallel downloads for a second
-    )
+    # listen() backlog; the default 5 drops bursts of parallel downloads for a second
+    request_queue_size = 512
 
     def handle_error(self, request: object, client_address: object) -> None:
         if isinstance(sys.exc_info()[1], ConnectionError):  # the client died mid-request (a killed process)
