@@ -44,6 +44,11 @@ class _Group(click.Group):
         except (EchoError, FileNotFoundError, NotADirectoryError) as exc:
             click.echo(f"error: {redact(str(exc))}", err=True)
             ctx.exit(1)
+        except click.UsageError:
+            raise  # click prints the usage line with it
+        except click.ClickException as exc:  # e.g. publish's: the same "error: ..." line as everywhere
+            click.echo(f"error: {redact(exc.format_message())}", err=True)
+            ctx.exit(exc.exit_code)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()

@@ -390,9 +390,10 @@ def format_summary(summary: DemoSummary) -> str:
         f"Built an ECHO benchmark from example posts about {summary.target_model} into {summary.out_dir}",
         "",
     ]
-    lines.append("Curation (rules backend, offline): stage      in   out  failed")
+    lines.append("Curation (rules backend, offline):")
+    lines.append(f"  {'stage':<14}{'in':>6}{'out':>6}{'failures':>10}")
     for stage in summary.stages:
-        lines.append(f"  {stage['name']:<14}{stage['in']:>6}{stage['out']:>6}{stage['failures']:>8}")
+        lines.append(f"  {stage['name']:<14}{stage['in']:>6}{stage['out']:>6}{stage['failures']:>10}")
     lines.append("")
     lines.append(
         "Samples per config: " + ", ".join(f"{name} {count}" for name, count in summary.configs.items())
@@ -403,10 +404,11 @@ def format_summary(summary: DemoSummary) -> str:
         scored = sorted({m for per_model in table.values() for m, cell in per_model.items() if cell["n"]})
         lines.append("")
         if not scored:
-            computed = ", ".join(sorted({m for t in table.values() for m in t}))
+            computed = sorted({m for t in table.values() for m in t})
+            verb = "compares" if len(computed) == 1 else "compare"
             lines.append(
-                f"Metrics on {config}: nothing to score offline ({computed} compare an output with its input "
-                "images; text rendering needs a judge, see below)"
+                f"Metrics on {config}: nothing to score offline ({', '.join(computed)} {verb} an output with its "
+                "input images; text rendering needs a judge, see below)"
             )
             continue
         lines.append(

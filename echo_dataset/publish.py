@@ -103,7 +103,7 @@ def publish(
         if not resolved:
             raise MissingTokenError(
                 "publishing needs a Hugging Face token with write access: set HF_TOKEN, run "
-                "`hf auth login`, or pass token=; nothing was uploaded"
+                "`hf auth login`, or pass --token (token= in Python); nothing was uploaded"
             )
         from huggingface_hub import HfApi
 

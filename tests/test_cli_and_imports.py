@@ -64,12 +64,35 @@ def test_backends_ping_failure_exits_nonzero(openai_server):
 
 
 def test_unknown_backend_is_one_clear_line():
+    form = (
+        "use <backend>:<target>, e.g. openai:gpt-4o or transformers:<hub id or local path>; backends: openai, "
+        "rules, transformers"
+    )
     result = CliRunner().invoke(cli, ["backends", "ping", "gemini:pro"])
     assert result.exit_code == 1
-    assert (
-        result.output.strip()
-        == "error: unknown backend 'gemini' in spec 'gemini:pro'; registered: openai, rules, transformers"
-    )
+    assert result.output.strip() == f"error: unknown backend 'gemini' in spec 'gemini:pro': {form}"
+    # a bare model name, as in `judge --judge gpt-4o`: the message shows the spec form
+    result = CliRunner().invoke(cli, ["backends", "ping", "gpt-4o"])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"error: unknown backend spec 'gpt-4o': {form}"
+
+
+def test_publish_without_a_token_is_one_error_line(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    from echo_dataset.writer import write_hub_folder
+
+    hub = write_hub_folder({"text_to_image": [{"id": "a", "prompt": "p"}]}, tmp_path / "hub", card_context={})
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)  # no saved login either
+    created = []
+    monkeypatch.setattr(huggingface_hub, "HfApi", lambda **kw: created.append(kw))
+    result = CliRunner().invoke(cli, ["publish", str(hub), "--repo-id", "someone/echo-test"])
+    assert result.exit_code == 1 and created == []
+    assert result.output.splitlines() == [
+        "error: publishing needs a Hugging Face token with write access: set HF_TOKEN, run `hf auth login`, or "
+        "pass --token (token= in Python); nothing was uploaded"
+    ]
 
 
 def test_cache_stats(openai_server, tmp_path):

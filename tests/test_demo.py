@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from echo_builder.cli import cli
-from echo_builder.demo import DEMO_MEDIA_BASE_URL, demo_data_dir
+from echo_builder.demo import DEMO_MEDIA_BASE_URL, DemoSummary, demo_data_dir, format_summary
 
 DATA = demo_data_dir()
 # root post id -> (config, bundled input photo, color shift applies) for the threads that become benchmark samples
@@ -186,6 +186,48 @@ def test_summary_and_printed_text(demo):
     assert "Samples per config: text_to_image 2, image_to_image 3, analysis 1" in text
     lumen = next(line for line in text.splitlines() if line.strip().startswith("lumen-2"))
     assert f"{summary['metrics']['image_to_image']['lumen-2']['color_shift']['mean']:.2f} (n=2)" in lumen
+    # the stage table: title on its own line, then a header whose columns end where the numbers do
+    lines = text.splitlines()
+    title = lines.index("Curation (rules backend, offline):")
+    header, collect = lines[title + 1], lines[title + 2]
+    assert header.split() == ["stage", "in", "out", "failures"] and collect.split() == [
+        "collect",
+        "1",
+        "16",
+        "0",
+    ]
+    assert [header.index(c) + len(c) for c in ("in", "out", "failures")] == [
+        collect.index(" 1 ") + 2,
+        collect.index(" 16 ") + 3,
+        len(collect),
+    ]
+
+
+def test_summary_text_with_nothing_scored_offline():
+    def cell() -> dict:
+        return {"mean": None, "n": 0, "n_nan": 2, "higher_is_better": False}
+
+    def summary(metrics: list[str]) -> DemoSummary:
+        return DemoSummary(
+            out_dir="d", benchmark_dir="d/benchmark", outputs_dir="d/outputs", metrics_dir="d/metrics",
+            target_model="Lumen-2", stages=[], configs={"text_to_image": 2}, samples=[], models=["m"],
+            metrics={"text_to_image": {"m": {name: cell() for name in metrics}}}, skipped_metrics={},
+            judge_commands={},
+        )  # fmt: skip
+
+    assert "(color_shift compares an output with its input images;" in format_summary(
+        summary(["color_shift"])
+    )
+    assert "(color_shift, face_identity compare an output" in format_summary(
+        summary(["face_identity", "color_shift"])
+    )
+
+
+def test_help_lists_every_entry_the_demo_writes(demo):
+    out = demo[0]
+    help_text = " ".join(_cli("demo", "--help").output.split())
+    for entry in sorted(p.name for p in out.iterdir()):
+        assert (entry + ("/" if (out / entry).is_dir() else "")) in help_text
 
 
 def _image_means(body: dict) -> list[np.ndarray]:

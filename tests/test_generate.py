@@ -146,8 +146,16 @@ def test_ordinary_names_are_accepted():
 
 def test_registry_names_and_errors():
     assert [g.name for g in list_generators()] == ["command", "diffusers", "openai-images"]
-    with pytest.raises(ConfigError, match=r"unknown generator 'dalle'.*command, diffusers, openai-images"):
+    form = (
+        "use <generator>:<target>, e.g. diffusers:<hub id or local path>, openai-images:gpt-image-1 or "
+        "command:python my_model.py; generators: command, diffusers, openai-images"
+    )
+    with pytest.raises(ConfigError) as info:
         create_generator("dalle:3")
+    assert str(info.value) == f"unknown generator 'dalle' in model spec 'dalle:3': {form}"
+    with pytest.raises(ConfigError) as info:
+        create_generator("stabilityai/sd-turbo")  # a bare model id: the message shows the spec form
+    assert str(info.value) == f"unknown model spec 'stabilityai/sd-turbo': {form}"
     with pytest.raises(ConfigError, match="needs a target"):
         create_generator("diffusers:")
     with pytest.raises(ConfigError, match="stepz"):
@@ -416,6 +424,20 @@ def test_output_folder_that_is_not_writable(tiny_sd, bench, tmp_path):
         (out / "m").chmod(0o755)
     assert "is not writable" in result.output
     assert {p.name: p.read_bytes() for p in (out / "m").iterdir()} == before
+
+
+def test_every_generation_failing_points_at_the_manifest_not_at_judge(tmp_path):
+    bench = make_benchmark(
+        tmp_path / "bench", "text_to_image", [{"id": "a", "prompt": "p"}, {"id": "b", "prompt": "q"}]
+    )
+    out = tmp_path / "outputs"
+    # `true` exits 0 and writes no image: every sample fails
+    result = _generate(*_args(bench, "text_to_image", "command:true", out), code=1)
+    assert "next:" not in result.output
+    assert result.stderr.splitlines()[-1] == (
+        f"error: every generation failed; the per-sample errors are in {out / 'tiny' / 'manifest.json'}"
+    )
+    assert {r["status"] for r in read_records(out / "tiny").values()} == {"error"}
 
 
 def test_unsafe_names_and_sample_ids_are_refused_before_anything_is_written(tmp_path):

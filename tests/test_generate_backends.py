@@ -211,6 +211,27 @@ def test_command_protocol_and_per_sample_failures(script, tmp_path):
     assert not Path(requests["edit"]["input_images"][0]).exists()  # temporary files are cleaned up
 
 
+def test_the_documented_minimal_program_runs(tmp_path):
+    import random
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "generate.md").read_text()
+    program = docs.split("A minimal program", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "my_model.py").write_text(program)
+    rows = [
+        {"id": "plain", "prompt": "a cat"},
+        {"id": "edit", "prompt": "make it pink", "inputs": [Image.new("RGB", (64, 48), (10, 200, 30))]},
+    ]
+    bench = make_benchmark(tmp_path / "bench", "mixed", rows)
+    spec = f"command:{shlex.quote(sys.executable)} {shlex.quote(str(tmp_path / 'my_model.py'))} --steps 20"
+    result = run_generation(bench, "mixed", spec, "mine", tmp_path / "out", seed=5)
+    assert result.summary["statuses"] == {"ok": 2}, read_records(tmp_path / "out" / "mine")
+    with Image.open(tmp_path / "out" / "mine" / "plain.png") as img:
+        background = tuple(random.Random(derive_seed(5, "plain")).randrange(256) for _ in range(3))
+        assert img.size == (512, 512) and img.convert("RGB").getpixel((511, 511)) == background
+    with Image.open(tmp_path / "out" / "mine" / "edit.png") as img:
+        assert img.size == (64, 48) and img.convert("RGB").getpixel((63, 47)) == (10, 200, 30)
+
+
 def test_missing_program_is_a_clear_error(tmp_path):
     bench = make_benchmark(tmp_path / "bench", "text_to_image", [{"id": "a", "prompt": "p"}])
     with pytest.raises(ConfigError, match="program 'no-such-program-xyz' not found"):

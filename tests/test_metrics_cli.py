@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 
 import pandas as pd
@@ -82,7 +83,48 @@ def test_metrics_command_on_real_pairs(i2i_run, tmp_path):
     assert summary[("yellowing", "color_shift")]["nan_reasons"] == {"missing output": 1, "not applicable": 1}
     assert summary[("yellowing", "color_shift")]["higher_is_better"] is False
     assert Image.open(out / "color_swatches" / "yellowing.png").width > 100
-    assert "faithful" in result.output and "lower better" in result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["model", "metric", "better", "mean", "n", "NaN", "NaN", "reasons"]
+    yellowing = next(
+        line.split(maxsplit=6) for line in lines if line.startswith("yellowing ") and "color" in line
+    )
+    assert yellowing[:3] == ["yellowing", "color_shift", "lower"]
+    assert yellowing[4:] == [
+        "1",
+        "2",
+        "missing output x1, not applicable x1",
+    ]  # no direction among the reasons
+    faithful = next(line.split() for line in lines if line.startswith("faithful ") and "structure" in line)
+    assert faithful[:3] == ["faithful", "structure_distance", "lower"]
+
+
+def test_unavailable_metric_is_reported_once(i2i_run, tmp_path, monkeypatch, caplog):
+    import echo_builder.scoring.run as run_module
+    from echo_builder.errors import MissingDependencyError
+
+    real = run_module._metric_function
+
+    def without_dino_and_faces(name, options):
+        if name == "color_shift":
+            return real(name, options)
+
+        def missing(inputs, outputs, prompts):
+            raise MissingDependencyError("timm", "dino", name)
+
+        return missing
+
+    monkeypatch.setattr(run_module, "_metric_function", without_dino_and_faces)
+    bench, outputs = i2i_run
+    base = ["metrics", "--benchmark", str(bench), "--config", "image_to_image", "--outputs", str(outputs)]
+    result = CliRunner().invoke(cli, [*base, "--out", str(tmp_path / "m")], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        f"not computed: {name}: {name} needs the optional package 'timm', which is not installed. Install it "
+        "with: pip install 'echo-bench[dino]'"
+        for name in ("structure_distance", "face_identity")
+    ]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert {line.split()[1] for line in result.stdout.splitlines()[1:-1]} == {"color_shift"}
 
 
 def test_requested_metric_that_cannot_run_is_a_clear_error(i2i_run, tmp_path):
@@ -133,3 +175,21 @@ def test_applicability_flags_are_honoured(tmp_path):
     by_id = {r["sample_id"]: r for r in result.rows}
     assert by_id["a"]["value"] == 0.0 and by_id["c"]["value"] == 0.0  # unknown flag: computed
     assert math.isnan(by_id["b"]["value"]) and "no_color_shift flag is false" in by_id["b"]["nan_reason"]
+
+
+def test_judge_without_api_key_fails_before_making_the_cache(tmp_path):
+    bench = make_benchmark(
+        tmp_path / "bench", "text_to_image", [{"id": "a", "prompt": 'a sign saying "OPEN"'}]
+    )
+    (tmp_path / "outputs" / "m").mkdir(parents=True)
+    Image.new("RGB", (16, 16), (255, 255, 255)).save(tmp_path / "outputs" / "m" / "a.png")
+    out = tmp_path / "metrics"
+    args = ["--benchmark", str(bench), "--config", "text_to_image", "--outputs", str(tmp_path / "outputs")]
+    result = CliRunner().invoke(
+        cli, ["metrics", *args, "--metric", "text_rendering", "--judge", "openai:gpt-4o", "--out", str(out)]
+    )
+    assert result.exit_code == 1
+    assert (
+        result.output.startswith("error: openai:gpt-4o: no API key.") and len(result.output.splitlines()) == 1
+    )
+    assert not (out / "cache").exists()

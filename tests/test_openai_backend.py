@@ -78,8 +78,12 @@ def test_unknown_backend_option_is_an_error(openai_server):
 
 
 def test_missing_key_without_base_url_is_a_clear_error():
-    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+    with pytest.raises(ConfigError) as info:
         create_backend("openai:gpt-4o")
+    assert str(info.value) == (
+        "openai:gpt-4o: no API key. Set OPENAI_API_KEY (or ECHO_OPENAI_API_KEY), or point --base-url (option "
+        "base_url) or ECHO_OPENAI_BASE_URL at a local OpenAI-compatible server."
+    )
 
 
 def test_logprobs_and_candidate_probabilities(openai_server):

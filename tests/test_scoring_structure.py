@@ -262,7 +262,7 @@ def test_unreadable_images_raise_or_become_nan_with_the_error_as_reason(scorer, 
 
 
 def test_missing_weights_offline_give_a_clear_error():
-    with pytest.raises(ConfigError, match=re.escape("weights='/path/to/model.safetensors'")) as info:
+    with pytest.raises(ConfigError, match=re.escape("--dino-weights /path/to/model.safetensors")) as info:
         DinoStructure(None, device="cpu")
     assert "Hugging Face Hub" in str(info.value)
     with pytest.raises(ConfigError, match="no such file"):

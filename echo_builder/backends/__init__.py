@@ -124,8 +124,11 @@ def parse_spec(spec: str) -> tuple[str, str]:
             f"empty backend spec {spec!r}; expected e.g. 'openai:gpt-4o' or 'transformers:<path>'"
         )
     if name not in _INFO:
+        # "gpt-4o" alone is a model, not a backend: say what a spec looks like
+        what = f"backend {name!r} in spec {spec!r}" if ":" in spec else f"backend spec {spec!r}"
         raise ConfigError(
-            f"unknown backend {name!r} in spec {spec!r}; registered: {', '.join(sorted(_INFO))}"
+            f"unknown {what}: use <backend>:<target>, e.g. openai:gpt-4o or transformers:<hub id or local path>; "
+            f"backends: {', '.join(sorted(_INFO))}"
         )
     return name, target
 

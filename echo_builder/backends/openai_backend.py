@@ -137,8 +137,8 @@ class OpenAIConnection:
         if key is None:
             if self.base_url is None:
                 raise ConfigError(
-                    f"{who}: no API key. Set OPENAI_API_KEY (or ECHO_OPENAI_API_KEY), or point base_url / "
-                    "ECHO_OPENAI_BASE_URL at a local OpenAI-compatible server."
+                    f"{who}: no API key. Set OPENAI_API_KEY (or ECHO_OPENAI_API_KEY), or point --base-url "
+                    "(option base_url) or ECHO_OPENAI_BASE_URL at a local OpenAI-compatible server."
                 )
             key = "EMPTY"  # local servers (vLLM, Ollama) accept any key
         register_secret(key)

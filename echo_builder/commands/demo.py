@@ -13,7 +13,8 @@ __all__ = ["demo"]
     "out_dir",
     required=True,
     type=click.Path(file_okay=False),
-    help="Folder to write (absent or empty): benchmark/, outputs/, metrics/, summary.json.",
+    help="Folder to write (absent or empty): posts/ (the bundled export), benchmark/, outputs/, metrics/, "
+    "summary.json.",
 )
 @click.option(
     "--overwrite",

@@ -144,7 +144,13 @@ def judge(
     "(default: timm's vit_small_patch16_224.dino from the Hub).",
 )
 @click.option(
-    "--structure-reduction", type=click.Choice(["max", "min", "first"]), default="max", show_default=True
+    "--structure-reduction",
+    type=click.Choice(["max", "min", "first"]),
+    default="max",
+    show_default=True,
+    help="structure_distance of a sample with several input images: the output's distance to each input, "
+    "reduced to one value: max (the least preserved input, as the paper), min (the best preserved) or first "
+    "(the first input only).",
 )
 @click.option("--face-backend", type=click.Choice(["dlib", "auraface"]), default="dlib", show_default=True)
 @click.option(
@@ -195,14 +201,14 @@ def metrics(
         options=run_options,
         table_format=table_format,
     )  # type: ignore[arg-type]
-    click.echo(f"{'model':<28} {'metric':<20} {'mean':>9} {'n':>5} {'NaN':>5}  NaN reasons")
+    click.echo(f"{'model':<28} {'metric':<20} {'better':<6} {'mean':>9} {'n':>5} {'NaN':>5}  NaN reasons")
     for row in result.summary:
         mean = f"{row['mean']:9.4f}" if row["mean"] is not None else f"{'n/a':>9}"
         reasons = ", ".join(f"{k} x{v}" for k, v in row["nan_reasons"].items())
-        arrow = "higher better" if row["higher_is_better"] else "lower better"
+        better = {True: "higher", False: "lower"}.get(row["higher_is_better"], "-")
         click.echo(
-            f"{row['model'][:28]:<28} {row['metric']:<20} {mean} {row['n']:>5} {row['n_nan']:>5}  "
-            f"{reasons or '-'} ({arrow})"
+            f"{row['model'][:28]:<28} {row['metric']:<20} {better:<6} {mean} {row['n']:>5} {row['n_nan']:>5}  "
+            f"{reasons or '-'}"
         )
     for name, reason in result.unavailable.items():
         click.echo(f"not computed: {name}: {reason}", err=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -76,6 +77,7 @@ def generate(
     missing outputs. Several GPUs: accelerate launch --num_processes K -m echo_builder.cli generate ...
     Then: echo-bench judge --outputs OUT ... and echo-bench metrics --outputs OUT ...
     """
+    from echo_builder.generate.manifest import MANIFEST_FILE
     from echo_builder.generate.run import run_generation
 
     opts = parse_options(options)
@@ -108,7 +110,8 @@ def generate(
         click.echo(f"  {sample_id}: {status}: {message}", err=True)
     if len(s["failures"]) > _SHOWN_FAILURES:
         click.echo(f"  ... and {len(s['failures']) - _SHOWN_FAILURES} more in the manifest", err=True)
-    click.echo(f"wrote {s['model_dir']} (manifest.json); next: echo-bench judge --outputs {out_dir} ...")
     if s["attempted"] and not s["statuses"].get("ok"):
-        click.echo("error: every generation failed; see manifest.json for the reasons", err=True)
+        manifest = Path(s["model_dir"]) / MANIFEST_FILE
+        click.echo(f"error: every generation failed; the per-sample errors are in {manifest}", err=True)
         sys.exit(1)
+    click.echo(f"wrote {s['model_dir']} ({MANIFEST_FILE}); next: echo-bench judge --outputs {out_dir} ...")

@@ -112,9 +112,11 @@ def parse_generator_spec(spec: str) -> tuple[str, str]:
             f"empty model spec {spec!r}; expected e.g. 'diffusers:<path>' or 'openai-images:<model>'"
         )
     if name not in _INFO:
+        # "stabilityai/sd-turbo" alone is a model, not a generator: say what a spec looks like
+        what = f"generator {name!r} in model spec {spec!r}" if ":" in spec else f"model spec {spec!r}"
         raise ConfigError(
-            f"unknown generator {name!r} in model spec {spec!r}; registered: {', '.join(sorted(_INFO))} "
-            "(e.g. 'diffusers:/models/sd-turbo', 'openai-images:gpt-image-1', 'command:python my_model.py')"
+            f"unknown {what}: use <generator>:<target>, e.g. diffusers:<hub id or local path>, "
+            f"openai-images:gpt-image-1 or command:python my_model.py; generators: {', '.join(sorted(_INFO))}"
         )
     if _INFO[name].needs_target and not target.strip():
         raise ConfigError(

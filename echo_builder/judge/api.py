@@ -102,19 +102,26 @@ def verdicts_per_judge(
     from echo_builder.cache import CallCache
     from echo_builder.judge.judging import Judge
 
-    cache = CallCache(cache_dir) if cache_dir else None
     out: dict[str, list[Any]] = {}
+    pending: list[Any] = []
+    cache = None
     try:
+        # every judge is created (spec, options, API key checked) before the cache folder is made, so a judge that
+        # cannot run leaves nothing behind; creating is cheap (local models load on their first call)
         for spec in judges:
-            backend = create_backend(spec, **(judge_options or {}).get(spec, {}))
+            pending.append(create_backend(spec, **(judge_options or {}).get(spec, {})))
+        cache = CallCache(cache_dir) if cache_dir else None
+        for spec in judges:
             caller = ModelCaller(
-                backend, cache=cache, concurrency=concurrency, retry=RetryPolicy(max_attempts=max_attempts)
+                pending[0], cache=cache, concurrency=concurrency, retry=RetryPolicy(max_attempts=max_attempts)
             )
             try:
                 out[spec] = run(Judge(caller), items)
             finally:
-                backend.close()
+                pending.pop(0).close()  # frees a local judge's memory before the next one loads
     finally:
+        for backend in pending:
+            backend.close()
         if cache is not None:
             cache.close()
     return out

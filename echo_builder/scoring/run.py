@@ -158,7 +158,8 @@ def run_metrics(
                 if explicit:
                     raise
                 unavailable[name] = str(exc)
-                log.warning("metric %s unavailable: %s", name, exc)
+                # the result's `unavailable` carries it (`echo-bench metrics` prints it once, as "not computed")
+                log.info("metric %s unavailable: %s", name, exc)
                 break
     frame = pd.DataFrame(rows, columns=["model", "sample_id", "metric", "value", "nan_reason", "detail"])
     if table_format == "csv":

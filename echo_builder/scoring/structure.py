@@ -116,7 +116,8 @@ def _create_model(weights: str | None) -> Any:
                 f"cannot load the pretrained DINO weights for {MODEL_NAME!r} from the Hugging Face Hub "
                 f"({type(exc).__name__}: {exc}). Download them once where the Hub is reachable "
                 "(hf download timm/vit_small_patch16_224.dino model.safetensors), then pass the file: "
-                "weights='/path/to/model.safetensors' (or timm's pretrained_cfg_overlay=dict(file=...)); "
+                "--dino-weights /path/to/model.safetensors on the command line, weights='/path/to/...' in "
+                "Python; "
                 "timm also reads the original dino_deitsmall16_pretrain.pth."
             ) from exc
     if weights.startswith("random:"):
