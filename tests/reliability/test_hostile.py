@@ -1,4 +1,4 @@
-"""The hostile-input corpus (``tests/data/hostile/cases.yaml``) driven through the real entry points.
+"""The hostile-input corpus (``tests/data/hostile/cases.yaml`` and ``cases.d/*.yaml``) driven through the real entry points.
 
 One parametrized test per case: the case's input goes through its flow (mostly the ``echo-bench`` CLI through
 click's runner, against the loopback VLM where a model is needed), the outcome is checked against the manifest (a
@@ -30,7 +30,12 @@ from echo_builder.cli import cli
 from tests.helpers.benchmark import make_benchmark, png_bytes
 
 HOSTILE = Path(__file__).resolve().parents[1] / "data" / "hostile"
-CASES = yaml.safe_load((HOSTILE / "cases.yaml").read_text(encoding="utf-8"))["cases"]
+# cases.yaml plus one file per hardening area in cases.d/ (same fields), so areas grow without touching each other
+CASES = [
+    case
+    for manifest in [HOSTILE / "cases.yaml", *sorted((HOSTILE / "cases.d").glob("*.yaml"))]
+    for case in yaml.safe_load(manifest.read_text(encoding="utf-8"))["cases"]
+]
 PWNED = Path(
     "/tmp/echo-bench-pwned"
 )  # what the !!python/object/apply case would create under an unsafe loader
