@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field_validator, model_validator
 
 from echo_builder.ids import PLATFORMS, split_post_id
 
@@ -146,12 +146,14 @@ class Tree(_Record):
     children: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     missing_ids: tuple[str, ...] = ()
     seed_ids: tuple[str, ...] = ()
+    _by_id: dict[str, Post] = PrivateAttr(default_factory=dict)  # post id -> post, for O(1) look-ups
 
     @model_validator(mode="after")
     def _consistent(self) -> Tree:
         ids = [p.id for p in self.posts]
         if len(ids) != len(set(ids)):
             raise ValueError("a post appears more than once in the tree")
+        self._by_id = {p.id: p for p in self.posts}
         known = set(ids)
         if self.root_id not in known:
             raise ValueError(f"root {self.root_id!r} is not among the tree's posts")
@@ -162,11 +164,8 @@ class Tree(_Record):
         return self
 
     def post(self, post_id: str) -> Post:
-        """Return the post with ``post_id``; raises ``KeyError`` when it is not in the tree."""
-        for p in self.posts:
-            if p.id == post_id:
-                return p
-        raise KeyError(post_id)
+        """Return the post with ``post_id`` (constant time); raises ``KeyError`` when it is not in the tree."""
+        return self._by_id[post_id]
 
 
 class Feedback(_Record):

@@ -12,6 +12,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+from tests.helpers.properties import profile_name
 
 _HF_TMP = tempfile.mkdtemp(prefix="echo-bench-tests-hf-")
 os.environ.update(
@@ -32,6 +35,15 @@ os.environ.update(
 )
 for _name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ECHO_OPENAI_API_KEY", "ECHO_OPENAI_BASE_URL", "HF_TOKEN"):
     os.environ.pop(_name, None)
+
+# Property tests: derandomised in CI (the same examples on every run: a failure is a defect, never luck); the long
+# profile (bench/properties.py) draws fresh examples with larger budgets (tests.helpers.properties.examples).
+_PROFILE_DEFAULTS = dict(
+    database=None, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("ci", derandomize=True, **_PROFILE_DEFAULTS)
+settings.register_profile("long", derandomize=False, **_PROFILE_DEFAULTS)
+settings.load_profile(profile_name())
 
 pytest_plugins = ["tests.helpers.face_fixtures"]
 

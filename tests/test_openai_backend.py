@@ -193,19 +193,22 @@ def test_backoff_grows_exponentially_with_full_jitter():
 
 
 def test_timeouts_are_retried(openai_server):
+    # The slow reply would take 120 s: finishing at all well before it means the 0.3 s timeout cut the attempt
+    # (the 60 s bound leaves a loaded machine 200 times the expected time).
     openai_server.faults = FaultPlan(
-        always=lambda body: openai_server.calls == 1, always_kind="slow", slow_s=4.0
+        always=lambda body: openai_server.calls == 1, always_kind="slow", slow_s=120.0
     )
-    caller = ModelCaller(_backend(openai_server, timeout_s=5), timeout_s=0.3, retry=FAST_RETRY)
+    caller = ModelCaller(_backend(openai_server, timeout_s=200), timeout_s=0.3, retry=FAST_RETRY)
     start = time.perf_counter()
     result = caller.call(CallRequest((user_message("x"),)))
     assert result.ok and result.attempts == 2
-    assert time.perf_counter() - start < 3.0  # did not wait for the 4 s reply
+    assert openai_server.log.faults[:2] == ["slow", ""]
+    assert time.perf_counter() - start < 60.0
 
 
 @pytest.mark.parametrize("concurrency", [1, 8, 32])
 def test_in_flight_requests_equal_the_concurrency_limit(openai_server, concurrency):
-    openai_server.latency_s = 0.6  # long enough for every connection of the first wave to open
+    openai_server.hold_until_in_flight = concurrency  # each wave is answered once all its requests arrived
     caller = ModelCaller(_backend(openai_server), concurrency=concurrency, retry=FAST_RETRY)
     results = caller.call_many(_requests(2 * concurrency))
     assert all(r.ok for r in results)

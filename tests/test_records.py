@@ -21,6 +21,7 @@ from echo_builder.records import (
     Tree,
     Verdict,
 )
+from tests.helpers.properties import examples
 
 SHA = "ab" * 32
 
@@ -211,7 +212,7 @@ def test_sample_id_is_deterministic_and_order_free():
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     native=st.from_regex(r"[0-9]{1,19}", fullmatch=True),
     text=_text,

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from echo_builder.ids import PLATFORMS
 from echo_builder.records import MediaRef, Post
 from echo_builder.sources import read_posts, write_jsonl
+from tests.helpers.properties import examples
 
 DATA = Path(__file__).parent / "data" / "sources"
 UTC = timezone.utc
@@ -351,7 +352,7 @@ def _posts(draw) -> Post:
     )
 
 
-@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(75), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_posts(), max_size=8, unique_by=lambda p: p.id))
 def test_any_post_list_written_as_jsonl_reads_back_equal(posts):
     with tempfile.TemporaryDirectory() as tmp:

@@ -14,6 +14,7 @@ from scipy.optimize import minimize
 
 from echo_builder.errors import ConfigError, RecordError
 from echo_builder.stats import bootstrap_bradley_terry, bradley_terry, elo_ratings, win_rates
+from tests.helpers.properties import examples
 
 
 def comps(rows):
@@ -157,7 +158,7 @@ def test_votes_and_comparisons_agree():
     pd.testing.assert_frame_equal(bradley_terry(votes), bradley_terry(as_comps))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(3, 5), st.integers(1, 4), st.data())
 def test_balanced_round_robin_orders_like_win_rates(n_models, games, data):
     models = [f"m{i}" for i in range(n_models)]

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from echo_builder.errors import RecordError
 from echo_builder.stats import majority_vote, pseudo_pairwise, win_rates
+from tests.helpers.properties import examples
 
 
 def comps(rows):
@@ -104,7 +105,7 @@ def judged(draw):
     return comps(rows)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(judged(), st.randoms(use_true_random=False))
 def test_judge_relabelling_and_row_order_change_nothing(table, rnd):
     base = majority_vote(table)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from echo_builder.errors import ConfigError, RecordError
 from echo_builder.stats import failure_counts, pseudo_pairwise, win_rates
+from tests.helpers.properties import examples
 
 NAN = float("nan")
 
@@ -172,7 +173,7 @@ def rating_tables(draw):
     return ratings(rows)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(rating_tables(), st.randoms(use_true_random=False))
 def test_row_order_and_model_names_do_not_matter(table, rnd):
     base = pseudo_pairwise(table)
@@ -196,7 +197,7 @@ def test_row_order_and_model_names_do_not_matter(table, rnd):
     assert as_tuples(fixed) == as_tuples(base)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(rating_tables())
 def test_every_non_failed_pair_appears_once(table):
     comps = pseudo_pairwise(table)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from echo_builder.errors import RecordError
 from echo_builder.stats import head_to_head, pseudo_pairwise, win_rates, win_rates_by_tie_treatment
+from tests.helpers.properties import examples
 
 
 def comps(rows, lean=None):
@@ -115,7 +116,7 @@ def comparison_tables(draw):
     return comps(rows)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(comparison_tables(), st.randoms(use_true_random=False))
 def test_matches_simple_count_and_ignores_sides_and_row_order(table, rnd):
     base = win_rates(table)
@@ -131,7 +132,7 @@ def test_matches_simple_count_and_ignores_sides_and_row_order(table, rnd):
     pd.testing.assert_frame_equal(head_to_head(flipped), head_to_head(table))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.integers(2, 5).flatmap(
         lambda n: st.lists(st.lists(st.integers(1, 10), min_size=n, max_size=n), min_size=1, max_size=5)

@@ -245,7 +245,7 @@ def _print_table(board: Any, fmt: str) -> None:
         click.echo(board.table.to_csv(index=False).rstrip())
         return
     header = (
-        f"{'#':>2}  {'model':<34} {'win rate':>8}  {'95% CI':<15} {'Bradley-Terry':>13}  "
+        f"{'#':>2}  {'model':<34} {'win rate':>8}  {'95% CI':<15} {'Bradley-Terry':>13} {'Elo':>6}  "
         f"{'comparisons':>11} {'failures':>8} {'missing':>7}"
     )
     click.echo(header)
@@ -253,6 +253,8 @@ def _print_table(board: Any, fmt: str) -> None:
     for i, r in enumerate(records, 1):
         bt = r["bt_rating"]
         bt_text = f"{bt:13.0f}" if bt is not None and math.isfinite(bt) else f"{'n/a':>13}"
+        elo = r["elo_rating"]
+        bt_text += f" {elo:6.0f}" if elo is not None and math.isfinite(elo) else f" {'n/a':>6}"
         if r["win_rate"] is None:  # every comparison of this model failed: shown, never dropped
             rate_text = f"{'n/a':>8}  {'(no comparison)':<15}"
         else:
@@ -266,6 +268,9 @@ def _print_table(board: Any, fmt: str) -> None:
             f"\nBradley-Terry regularised with {board.meta['bt_prior']} virtual ties per model: some model "
             "never wins or never loses (in the data or a bootstrap replicate), where the plain MLE diverges."
         )
+    for warning in board.meta.get("warnings", []):
+        click.echo(f"\nwarning: {warning}")
+    _print_tie_treatments(records)
     if board.failures is not None:
         failed = board.failures[board.failures["judge_failures"] + board.failures["missing_output"] > 0]
         if not failed.empty:
@@ -275,6 +280,25 @@ def _print_table(board: Any, fmt: str) -> None:
     if board.position_bias is not None and not board.position_bias.empty:
         click.echo("\nposition bias per judge (share of pairs decided by position):")
         click.echo(board.position_bias.to_string(index=False))
+
+
+def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
+    """OpenING's tie treatments, one line per model, when any comparison was a tie (else they all agree)."""
+    if not any(r["ties"] for r in records):
+        return
+
+    def rate(value: float | None) -> str:
+        return f"{value:8.3f}" if value is not None else f"{'n/a':>8}"
+
+    click.echo(
+        "\nwin rate under OpenING's tie treatments (FDT: a tie counts for the side the judge leaned to):"
+    )
+    click.echo(f"  {'model':<34} {'FDT':>8} {'tie=0.5':>8} {'tie=0':>8} {'dropped':>8} {'ties':>6}")
+    for r in records:
+        click.echo(
+            f"  {r['model'][:34]:<34} {rate(r['tie_fdt'])} {rate(r['tie_half'])} {rate(r['tie_zero'])} "
+            f"{rate(r['tie_dropped'])} {r['ties']:>6}"
+        )
 
 
 @click.command()

@@ -27,7 +27,9 @@ from echo_builder.records import Verdict
 
 __all__ = [
     "LEADERBOARD_COLUMNS",
+    "TIE_TREATMENT_COLUMNS",
     "Leaderboard",
+    "groups_warning",
     "leaderboard_from_comparisons",
     "leaderboard_from_run",
     "leaderboard_from_votes",
@@ -46,13 +48,27 @@ LEADERBOARD_COLUMNS = (
     "bt_rating",
     "bt_ci_low",
     "bt_ci_high",
+    "elo_rating",
     "n_comparisons",
     "wins",
     "ties",
     "losses",
     "n_failures",
     "n_missing",
+    "tie_fdt",
+    "tie_half",
+    "tie_zero",
+    "tie_dropped",
+    "comparison_group",
+    "bt_virtual_ties",
 )
+#: OpenING's tie treatments (:func:`echo_builder.stats.win_rates_by_tie_treatment`) as leaderboard columns.
+TIE_TREATMENT_COLUMNS = {
+    "fdt": "tie_fdt",
+    "tie_half": "tie_half",
+    "tie_zero": "tie_zero",
+    "no_ties": "tie_dropped",
+}
 #: virtual ties per model used only when the Bradley-Terry MLE does not exist (a model never wins or never loses)
 BT_FALLBACK_PRIOR = 0.1
 
@@ -73,10 +89,19 @@ class Leaderboard:
     """A ranked table plus everything shown beside it.
 
     Attributes:
-        table: one row per model, best first: ``model``, ``win_rate`` in [0, 1] (higher is better),
-            ``ci_low``/``ci_high`` (95% bootstrap over prompts), ``bt_rating`` (Bradley-Terry, Elo scale, mean
-            1000), ``bt_ci_low``/``bt_ci_high``, ``n_comparisons``, ``n_failures`` (judge failures on this model's
-            outputs, all judges), ``n_missing`` (samples without an output).
+        table: one row per model, best first, columns :data:`LEADERBOARD_COLUMNS`: ``model``, ``win_rate`` in
+            [0, 1] (higher is better; ties count half), ``ci_low``/``ci_high`` (95% bootstrap over prompts),
+            ``bt_rating`` (Bradley-Terry, Elo scale, mean 1000), ``bt_ci_low``/``bt_ci_high``, ``elo_rating``
+            (online Elo, Chatbot Arena's K=4, over the comparisons in order: by vote order for votes, by sample
+            id for a run; order-dependent, shown for comparison with arena boards), ``n_comparisons``, ``wins``,
+            ``ties``, ``losses``, ``n_failures`` (judge failures on this model's outputs, all judges),
+            ``n_missing`` (samples without an output), the win rate under OpenING's tie treatments (``tie_fdt``:
+            forced decision, a tie counts for the side the judge leaned to, NaN without leans; ``tie_half``: a tie
+            is half a win; ``tie_zero``: a tie is no win; ``tie_dropped``: ties left out),
+            ``comparison_group`` (1-based index into ``meta["groups"]``: models in different groups were never
+            compared, directly or through others, so their numbers are not comparable), ``bt_virtual_ties``
+            (virtual ties per model added to the Bradley-Terry fit; 0 = the plain MLE; > 0 when some model never
+            wins or never loses, where the MLE does not exist).
         head_to_head: row model's win rate against column model.
         failures: per model and judge, counts per status (single-answer runs).
         position_bias: per judge, the share of pairs judged by position (pairwise runs).
@@ -208,7 +233,13 @@ def leaderboard_from_comparisons(
     over_judges: bool = False,
 ) -> Leaderboard:
     """Leaderboard from a Comparisons table with one judge (e.g. majority-voted) or human votes."""
-    from echo_builder.stats import bootstrap_bradley_terry, bootstrap_win_rates, head_to_head
+    from echo_builder.stats import (
+        bootstrap_bradley_terry,
+        bootstrap_win_rates,
+        elo_ratings,
+        head_to_head,
+        win_rates_by_tie_treatment,
+    )
 
     if comparisons.empty:
         raise ConfigError(
@@ -225,23 +256,41 @@ def leaderboard_from_comparisons(
         bt = bootstrap_bradley_terry(comparisons, n_boot=n_boot, seed=seed, prior=prior)
     bt = bt.rename(columns={"rating": "bt_rating", "ci_low": "bt_ci_low", "ci_high": "bt_ci_high"})
     table = wins.merge(bt[["model", "bt_rating", "bt_ci_low", "bt_ci_high"]], on="model", how="left")
+    elo = elo_ratings(comparisons).rename(columns={"rating": "elo_rating"})
+    table = table.merge(elo[["model", "elo_rating"]], on="model", how="left")
+    ties = win_rates_by_tie_treatment(comparisons)
+    table = table.merge(
+        ties[["model", *TIE_TREATMENT_COLUMNS]].rename(columns=TIE_TREATMENT_COLUMNS), on="model", how="left"
+    )
     table["n_failures"] = 0
     table["n_missing"] = 0
+    groups = _connected_groups(comparisons)
+    group_of = {m: i for i, group in enumerate(groups, 1) for m in group}
+    table["comparison_group"] = table["model"].map(group_of).astype("Int64")
+    table["bt_virtual_ties"] = float(prior)
     meta = {
         "title": title,
         "n_boot": n_boot,
         "bt_prior": prior,
         "bootstrap_over_judges": over_judges,
-        "groups": _connected_groups(comparisons),
+        "groups": groups,
+        "warnings": [],
     }
-    if len(meta["groups"]) > 1:
-        warnings.warn(
-            f"the models form {len(meta['groups'])} groups that were never compared with each other "
-            f"({'; '.join(', '.join(g) for g in meta['groups'])}); win rates and ratings are comparable only within "
-            "a group: rank each group separately (e.g. --models PATTERN)",
-            stacklevel=2,
-        )
-    return Leaderboard(table[list(LEADERBOARD_COLUMNS)], head_to_head(comparisons), meta=meta)
+    if len(groups) > 1:
+        meta["warnings"].append(groups_warning(groups))
+        warnings.warn(meta["warnings"][-1], stacklevel=2)
+    return Leaderboard(
+        table[list(LEADERBOARD_COLUMNS)], head_to_head(comparisons), tie_treatments=ties, meta=meta
+    )
+
+
+def groups_warning(groups: Sequence[Sequence[str]]) -> str:
+    """The one-line warning shown (table, notes, JSON) when models form groups never compared with each other."""
+    return (
+        f"the models form {len(groups)} groups that were never compared with each other "
+        f"({'; '.join(', '.join(g) for g in groups)}); win rates and ratings are comparable only within "
+        "a group: rank each group separately (e.g. --models PATTERN)"
+    )
 
 
 def _connected_groups(comparisons: pd.DataFrame) -> list[list[str]]:
@@ -341,7 +390,13 @@ def leaderboard_from_run(
         ].astype(int)
     board.table["n_failures"] = board.table["model"].map(judge_fail).fillna(0).astype(int)
     board.table["n_missing"] = board.table["model"].map(missing_per_model).fillna(0).astype(int)
-    board.failures, board.position_bias, board.tie_treatments = failures, position_bias, ties
+    board.table["bt_virtual_ties"] = float(board.meta["bt_prior"])
+    board.failures, board.position_bias = failures, position_bias
+    if ties is not None:  # pairwise: the judges' own comparisons, before the majority vote
+        board.tie_treatments = ties
+        by_model = ties.set_index("model").rename(columns=TIE_TREATMENT_COLUMNS)
+        for column in TIE_TREATMENT_COLUMNS.values():
+            board.table[column] = board.table["model"].map(by_model[column])
     if not pairwise:
         board.tradeoff = _rating_tradeoff(verdicts)
     board.meta.update(
@@ -390,7 +445,7 @@ def leaderboard_from_votes(
     ``models`` are shell-style patterns (``*_generation``); when given, only votes between two matching models
     are kept. Each vote is one bootstrap unit, as in Chatbot Arena.
     """
-    from echo_builder.stats import load_votes, votes_to_comparisons, win_rates_by_tie_treatment
+    from echo_builder.stats import elo_ratings, load_votes, votes_to_comparisons
 
     votes = load_votes(path)
     if models:
@@ -402,7 +457,9 @@ def leaderboard_from_votes(
             raise ConfigError(f"no vote is between two models matching {list(models)}")
     comparisons = votes_to_comparisons(votes)
     board = leaderboard_from_comparisons(comparisons, n_boot=n_boot, seed=seed, title="(human votes)")
-    board.tie_treatments = win_rates_by_tie_treatment(comparisons)
+    # online Elo follows the votes' own order (tstamp, else file order), as the arenas compute it
+    elo = elo_ratings(votes).set_index("model")["rating"]
+    board.table["elo_rating"] = board.table["model"].map(elo)
     board.meta.update({"votes": str(path), "n_votes": len(votes)})
     return board
 

@@ -125,16 +125,26 @@ def _post_label(post: Post) -> str:
     return post.url or post.id
 
 
-def render_tree(tree: Tree, *, max_chars_per_post: int = 2000) -> str:
-    """The tree as indented text for the model: ``[n] URL (author, k image(s))`` then the text."""
-    lines: list[str] = []
-    counter = 0
+#: deepest indentation in a rendered tree; deeper replies (long reply chains) are drawn at this level, so the
+#: text stays linear in the number of posts however deep the chain
+MAX_RENDER_INDENT = 12
 
-    def visit(post_id: str, depth: int) -> None:
-        nonlocal counter
+
+def render_tree(tree: Tree, *, max_chars_per_post: int = 2000) -> str:
+    """The tree as indented text for the model: ``[n] URL (author, k image(s))`` then the text.
+
+    Depth-first in reply order, iterative (a reply chain thousands of posts deep needs no recursion); indentation
+    is two spaces per reply level up to :data:`MAX_RENDER_INDENT` levels.
+    """
+    by_id = {p.id: p for p in tree.posts}
+    lines: list[str] = []
+    stack = [(tree.root_id, 0)]
+    counter = 0
+    while stack:
+        post_id, depth = stack.pop()
         counter += 1
-        post = tree.post(post_id)
-        indent = "  " * depth
+        post = by_id[post_id]
+        indent = "  " * min(depth, MAX_RENDER_INDENT)
         text = (
             post.text if len(post.text) <= max_chars_per_post else post.text[:max_chars_per_post] + " [...]"
         )
@@ -143,10 +153,7 @@ def render_tree(tree: Tree, *, max_chars_per_post: int = 2000) -> str:
             f"{indent}[{counter}] {_post_label(post)} ({post.author or 'unknown author'}, {images} image(s))"
         )
         lines.extend(f"{indent}    {line}" for line in text.splitlines() or [""])
-        for child in tree.children.get(post_id, ()):
-            visit(child, depth + 1)
-
-    visit(tree.root_id, 0)
+        stack.extend((child, depth + 1) for child in reversed(tree.children.get(post_id, ())))
     return "\n".join(lines)
 
 

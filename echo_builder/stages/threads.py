@@ -117,45 +117,68 @@ def build_trees(
         kids.sort(key=lambda pid: _order_key(by_id[pid]))
 
     # -- find each kept post's root, breaking cycles ------------------------------------------------------------------
+    # Every post walked is remembered with its answer, so a reply chain is walked once however many of its posts
+    # are kept (linear in the chain, not quadratic; a 100,000-post chain takes well under a second).
+    root_cache: dict[str, tuple[str, str | None]] = {}
+
     def root_of(post_id: str) -> tuple[str, str | None]:
         """(root id, the missing parent id above it or None)."""
-        seen = {post_id}
+        path = [post_id]
+        on_path = {post_id}
         current = post_id
         while True:
+            if current in root_cache:
+                answer = root_cache[current]
+                break
             p = parent.get(current)
             if p is None:
-                return current, None
+                answer = (current, None)
+                break
             if p not in by_id:
-                return current, p
-            if p in seen:  # a cycle: cut the edge from ``current`` to its parent
+                answer = (current, p)
+                break
+            if p in on_path:  # a cycle: cut the edge from ``current`` to its parent
                 result.cycles_broken += 1
                 parent[current] = None
                 children[p] = [c for c in children.get(p, []) if c != current]
-                return current, None
-            seen.add(p)
+                answer = (current, None)
+                break
+            path.append(p)
+            on_path.add(p)
             current = p
+        for pid in path:
+            root_cache[pid] = answer
+        return answer
 
-    seeds_by_root: dict[str, list[str]] = {}
+    seeds_by_root: dict[str, dict[str, None]] = {}  # insertion-ordered sets
     missing_by_root: dict[str, set[str]] = {}
     for post in kept:
         pid = resolve(post.id)
         if pid not in by_id:
             continue
         root, missing = root_of(pid)
-        seeds = seeds_by_root.setdefault(root, [])
-        if pid not in seeds:
-            seeds.append(pid)
+        seeds_by_root.setdefault(root, {}).setdefault(pid, None)
         if missing is not None:
             missing_by_root.setdefault(root, set()).add(missing)
 
     # -- grow each tree: ancestors of every seed, then replies breadth-first within the bounds -----------------------
-    for root, seeds in seeds_by_root.items():
+    for root, seed_set in seeds_by_root.items():
+        seeds = list(seed_set)
         members: dict[str, None] = {}
         for seed in seeds:
-            chain = []
+            # members are closed under "parent of" here, so the walk stops at the first post already in: each
+            # ancestor is visited once per tree, and the insertion order (root first) is as a full walk gives
+            chain: list[str] = []
+            in_chain: set[str] = set()
             current: str | None = seed
-            while current is not None and current in by_id and current not in chain:
+            while (
+                current is not None
+                and current in by_id
+                and current not in in_chain
+                and current not in members
+            ):
                 chain.append(current)
+                in_chain.add(current)
                 current = parent.get(current)
             for pid in reversed(chain):
                 members.setdefault(pid, None)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from echo_builder.errors import ConfigError, RecordError
-from echo_builder.stats.schema import canonicalize_comparisons
+from echo_builder.stats.schema import canonicalize_comparisons, encode_labels
 from echo_builder.stats.win_rates import win_rates
 
 __all__ = ["bootstrap_counts", "bootstrap_win_rates", "check_bootstrap_args"]
@@ -81,11 +81,9 @@ def bootstrap_win_rates(
     if df.empty:
         raise RecordError("comparisons table is empty: nothing to bootstrap")
     table = win_rates(df)
-    prompts, p_idx = np.unique(df["sample_id"].to_numpy(dtype=str), return_inverse=True)
-    judges, j_idx = np.unique(df["judge"].to_numpy(dtype=str), return_inverse=True)
-    models = np.unique(np.concatenate([df["model_a"].to_numpy(dtype=str), df["model_b"].to_numpy(dtype=str)]))
-    a_idx = np.searchsorted(models, df["model_a"].to_numpy(dtype=str))
-    b_idx = np.searchsorted(models, df["model_b"].to_numpy(dtype=str))
+    prompts, (p_idx,) = encode_labels(df["sample_id"])
+    judges, (j_idx,) = encode_labels(df["judge"])
+    models, (a_idx, b_idx) = encode_labels(df["model_a"], df["model_b"])
     n_p, n_j, n_m = len(prompts), len(judges), len(models)
     outcome = df["outcome"].to_numpy()
 
@@ -110,6 +108,6 @@ def bootstrap_win_rates(
         boot = boot_points / boot_counts
     alpha = (1.0 - float(ci)) / 2.0
     low, high = np.nanquantile(boot, [alpha, 1.0 - alpha], axis=0)
-    bounds = pd.DataFrame({"model": models.astype(str), "ci_low": low, "ci_high": high})
+    bounds = pd.DataFrame({"model": models.tolist(), "ci_low": low, "ci_high": high})
     out = table.merge(bounds, on="model", how="left")
     return out[["model", "win_rate", "ci_low", "ci_high", "wins", "ties", "losses", "n_comparisons"]]

@@ -27,7 +27,7 @@ from scipy.sparse.csgraph import connected_components
 
 from echo_builder.errors import ConfigError, RecordError
 from echo_builder.stats.bootstrap import bootstrap_counts, check_bootstrap_args
-from echo_builder.stats.schema import canonicalize_comparisons
+from echo_builder.stats.schema import canonicalize_comparisons, encode_labels
 from echo_builder.stats.votes import as_comparisons
 
 __all__ = ["bootstrap_bradley_terry", "bradley_terry"]
@@ -41,11 +41,8 @@ def _design(data: pd.DataFrame) -> tuple[np.ndarray, sparse.csr_matrix, np.ndarr
     df = canonicalize_comparisons(as_comparisons(data))
     if df.empty:
         raise RecordError("comparisons table is empty: nothing to rate")
-    a = df["model_a"].to_numpy(dtype=str)
-    b = df["model_b"].to_numpy(dtype=str)
-    models = np.unique(np.concatenate([a, b]))
-    ia, ib = np.searchsorted(models, a), np.searchsorted(models, b)
-    _, p_idx = np.unique(df["sample_id"].to_numpy(dtype=str), return_inverse=True)
+    models, (ia, ib) = encode_labels(df["model_a"], df["model_b"])
+    _, (p_idx,) = encode_labels(df["sample_id"])
     n = len(models)
     o = df["outcome"].to_numpy()
     q = sparse.csr_matrix(
@@ -184,7 +181,7 @@ def bradley_terry(
     w = np.asarray(q.sum(axis=0)).reshape(1, n, n)
     _check_mle_exists(w, models, prior, "")
     elo = _to_elo(_fit(w, prior), models, scale, base, anchor)[0]
-    out = pd.DataFrame({"model": models.astype(str), "rating": elo, "n_comparisons": n_comp})
+    out = pd.DataFrame({"model": models.tolist(), "rating": elo, "n_comparisons": n_comp})
     return out.sort_values(["rating", "model"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
@@ -232,6 +229,6 @@ def bootstrap_bradley_terry(
     elo = _to_elo(_fit(w, prior), models, scale, base, anchor)
     alpha = (1.0 - float(ci)) / 2.0
     low, high = np.quantile(elo, [alpha, 1.0 - alpha], axis=0)
-    bounds = pd.DataFrame({"model": models.astype(str), "ci_low": low, "ci_high": high})
+    bounds = pd.DataFrame({"model": models.tolist(), "ci_low": low, "ci_high": high})
     out = point.merge(bounds, on="model", how="left")
     return out[["model", "rating", "ci_low", "ci_high", "n_comparisons"]]

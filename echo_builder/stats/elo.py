@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from echo_builder.errors import ConfigError
-from echo_builder.stats.schema import require_columns
+from echo_builder.stats.schema import encode_labels, require_columns
 from echo_builder.stats.votes import votes_to_comparisons
 
 __all__ = ["elo_ratings"]
@@ -52,16 +52,13 @@ def elo_ratings(
     else:
         require_columns(votes, ("model_a", "model_b", "outcome"), "comparisons")
         comp = votes.sort_values("tstamp", kind="stable") if "tstamp" in votes.columns else votes
-    a = comp["model_a"].astype(str).to_numpy()
-    b = comp["model_b"].astype(str).to_numpy()
     s = pd.to_numeric(comp["outcome"]).to_numpy(dtype=float)
-    models, inv = np.unique(np.concatenate([a, b]), return_inverse=True)
-    ia, ib = inv[: len(a)], inv[len(a) :]
+    models, (ia, ib) = encode_labels(comp["model_a"], comp["model_b"])
     rating = np.full(len(models), float(base))
     for i, j, score in zip(ia.tolist(), ib.tolist(), s.tolist(), strict=True):  # sequential by definition
         expected = 1.0 / (1.0 + 10.0 ** ((rating[j] - rating[i]) / scale))
         rating[i] += k * (score - expected)
         rating[j] -= k * (score - expected)
     n_votes = np.bincount(ia, minlength=len(models)) + np.bincount(ib, minlength=len(models))
-    out = pd.DataFrame({"model": models.astype(str), "rating": rating, "n_votes": n_votes})
+    out = pd.DataFrame({"model": models.tolist(), "rating": rating, "n_votes": n_votes})
     return out.sort_values(["rating", "model"], ascending=[False, True], kind="stable").reset_index(drop=True)

@@ -38,6 +38,7 @@ __all__ = [
     "VOTE_COLUMNS",
     "WINNER_LABELS",
     "canonicalize_comparisons",
+    "encode_labels",
     "require_columns",
 ]
 
@@ -49,6 +50,24 @@ RATING_STATUSES = frozenset({"ok", "missing_output"}) | JUDGE_FAILURE_STATUSES
 TIE_LABELS = frozenset({"tie", "tie (bothbad)"})
 WINNER_LABELS = frozenset({"model_a", "model_b"}) | TIE_LABELS
 TIE_LEAN_COLUMN = "tie_lean"
+
+
+def encode_labels(*columns: Iterable[object]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The sorted distinct labels of several columns together, and each column as indices into them.
+
+    Labels stay Python strings in an object array: numpy's fixed-width ``str`` dtype drops trailing NUL
+    characters, which would merge a model called ``"\\x00"`` into ``""`` (or ``"a\\x00"`` into ``"a"``).
+
+    Args:
+        *columns: sequences of labels (converted with ``str``), e.g. a table's ``model_a`` and ``model_b``.
+    Returns:
+        ``(labels, codes)``: ``labels`` is a 1-D object array of the distinct labels in Python's string order;
+        ``codes[i]`` is an int64 array, ``labels[codes[i]]`` equals column ``i``.
+    """
+    values = [np.fromiter((str(v) for v in col), dtype=object) for col in columns]
+    labels = np.array(sorted(set().union(*(set(v.tolist()) for v in values))), dtype=object)
+    index = pd.Index(labels)
+    return labels, [index.get_indexer(v).astype(np.int64) for v in values]
 
 
 def require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:

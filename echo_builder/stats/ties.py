@@ -53,7 +53,9 @@ def win_rates_by_tie_treatment(comparisons: pd.DataFrame) -> pd.DataFrame:
     fdt_b = np.where(tie, np.where(np.isnan(lean), 0.0, 1.0 - lean), 1.0 - o)
     sides = pd.DataFrame(
         {
-            "model": np.concatenate([df["model_a"].to_numpy(dtype=str), df["model_b"].to_numpy(dtype=str)]),
+            "model": np.concatenate(
+                [df["model_a"].to_numpy(dtype=object), df["model_b"].to_numpy(dtype=object)]
+            ),
             "win": np.concatenate([o == 1.0, o == 0.0]).astype(float),
             "tie": np.concatenate([tie, tie]).astype(float),
             "fdt": np.concatenate([fdt_a, fdt_b]),

@@ -181,8 +181,12 @@ class FakeOpenAIServer:
         self.model_snapshot = model_snapshot
         self.api_key = api_key
         self.log = ServerLog()
+        #: When set, each chat request waits (30 s at most) until this many are in flight before answering, so a
+        #: test sees the client's full concurrency however slowly a loaded machine opens the connections.
+        self.hold_until_in_flight: int | None = None
         self._attempts: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._in_flight_changed = threading.Condition(self._lock)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -316,7 +320,16 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         pass
 
+    def _leave(self) -> None:
+        """This request stops counting as in flight (once): before its reply is sent, so that a client which
+        sends its next request the moment it has a reply is never seen one over its limit."""
+        if getattr(self, "_counted_in_flight", False):
+            self._counted_in_flight = False
+            with self.owner._lock:
+                self.owner.log.in_flight -= 1
+
     def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+        self._leave()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -359,7 +372,12 @@ class _Handler(BaseHTTPRequestHandler):
             log.headers.append({k.lower(): v for k, v in self.headers.items()} if owner.record_bodies else {})
             log.times.append(time.monotonic())
             log.in_flight += 1
+            self._counted_in_flight = True
             log.max_in_flight = max(log.max_in_flight, log.in_flight)
+            owner._in_flight_changed.notify_all()
+            hold = owner.hold_until_in_flight
+            if hold:
+                owner._in_flight_changed.wait_for(lambda: log.in_flight >= hold, timeout=30.0)
         try:
             if owner.api_key is not None:
                 given = self.headers.get("Authorization", "").removeprefix("Bearer ")
@@ -386,8 +404,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._fault(fault)
         finally:
-            with owner._lock:
-                log.in_flight -= 1
+            self._leave()
 
     def _fault(self, kind: str) -> None:
         plan = self.owner.faults
@@ -466,6 +483,7 @@ class _Handler(BaseHTTPRequestHandler):
             log.headers.append({k.lower(): v for k, v in self.headers.items()})
             log.times.append(time.monotonic())
             log.in_flight += 1
+            self._counted_in_flight = True
             log.max_in_flight = max(log.max_in_flight, log.in_flight)
         try:
             fault = owner._choose_fault(body, canonical)
@@ -490,5 +508,4 @@ class _Handler(BaseHTTPRequestHandler):
             }
             self._send(200, json.dumps(reply).encode())
         finally:
-            with owner._lock:
-                log.in_flight -= 1
+            self._leave()

@@ -34,11 +34,12 @@ from echo_builder.scoring.color import color_shift
 from echo_builder.stages.extract import run_extract
 from echo_builder.stages.threads import build_trees
 from echo_builder.stats import bradley_terry, majority_vote, pseudo_pairwise, win_rates
+from tests.helpers.properties import examples
 
 T0 = datetime(2025, 3, 27, tzinfo=timezone.utc)
 # modest example counts keep the whole module under ~20 s on a loaded 2-core machine
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-FEWER = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FEWER = settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # ------------------------------------------------------------------------------------------ reply trees
@@ -224,7 +225,7 @@ def test_sample_ids_do_not_depend_on_order_or_repeats(pairs, rnd):
         assert sample_id(others) != sid
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(acyclic_forests(), st.randoms())
 def test_rules_extraction_gives_the_same_sample_ids_whatever_the_arrival_order(forest, rnd):
     kept, all_posts = forest
@@ -326,7 +327,7 @@ def connected_comparisons(draw):
     return pd.DataFrame(rows, columns=["sample_id", "judge", "model_a", "model_b", "outcome"])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(connected_comparisons(), st.integers(1, 3))
 def test_a_model_that_loses_everything_does_not_move_the_others_in_bradley_terry(table, games):
     base = bradley_terry(table).set_index("model")["rating"]
@@ -426,7 +427,7 @@ def _brute_force_shift(a: np.ndarray, b: np.ndarray) -> float:
     return math.sqrt(sum((y - x) ** 2 for x, y in zip(*means, strict=True)))
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(_image, _image, st.integers(1, 3), st.integers(1, 3))
 def test_color_shift_is_a_symmetric_distance_invariant_to_upscaling(a, b, k, m):
     expected = _brute_force_shift(a, b)
