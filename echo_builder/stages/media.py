@@ -129,7 +129,7 @@ class MediaStore:
         self._by_source: dict[str, dict[str, Any]] = {}
         self._by_sha: dict[str, dict[str, Any]] = {}
         if self.index_path.exists():
-            for line in self.index_path.read_text(encoding="utf-8").splitlines():
+            for line in self.index_path.read_text(encoding="utf-8").split("\n"):
                 try:
                     entry = json.loads(line)
                     self._by_source[entry["source"]] = entry
@@ -251,7 +251,7 @@ LOOPBACK = ("127.0.0.0/8", "::1/128")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052 well-known prefix
 _NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215 local-use prefix
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated ::a.b.c.d
-_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0/96")  # RFC 2765 ::ffff:0:a.b.c.d
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # RFC 2765 ::ffff:0:a.b.c.d
 _LABEL = re.compile(r"[a-z0-9_-]{1,63}")
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -352,7 +352,9 @@ def _parse_rule(entry: str) -> _Rule:
             host = None
         else:
             if text.startswith("["):  # [IPv6] or [IPv6]:port
-                inside, _, rest = text[1:].partition("]")
+                inside, bracket, rest = text[1:].partition("]")
+                if not bracket:
+                    raise bad("no closing bracket")
                 if rest and not rest.startswith(":"):
                     raise bad("text after the closing bracket")
                 address_text, port_text = inside, rest[1:] if rest else None
