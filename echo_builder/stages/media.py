@@ -631,6 +631,9 @@ def _connect(target: _Target, opts: dict[str, Any], deadline: _Deadline) -> Any:
         except (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError) as exc:
             conn.close()
             failure = exc
+        except BaseException:  # TLS, a refused peer: no other address is tried
+            conn.close()
+            raise
     if isinstance(failure, urllib3.exceptions.ConnectTimeoutError):
         raise _Transient(f"connecting to {target.host}:{target.port} timed out")
     raise _Transient(f"cannot connect to {target.host}:{target.port}")
@@ -690,7 +693,7 @@ def _get_once(url: str, opts: dict[str, Any], deadline: _Deadline) -> tuple[byte
                 raise _Permanent(f"content type {ctype or '(none)'!r} is not an image")
             limit = opts["max_bytes"]
             declared = (resp.headers.get("Content-Length") or "").strip()
-            if declared.isdigit() and int(declared) > limit:
+            if declared.isascii() and declared.isdigit() and int(declared) > limit:
                 raise _Permanent(f"Content-Length {int(declared):,} bytes is over the {limit:,} byte limit")
             body = bytearray()
             for chunk in resp.stream(65536):
