@@ -176,12 +176,13 @@ def test_a_dripping_server_is_abandoned_at_the_total_deadline(store, drip_head):
 
 
 def test_retries_and_their_waits_count_against_the_deadline(server, store):
-    down = server.route("/down.png", Reply(503, b"", "text/plain", {"Retry-After": "3"}))
+    """A Retry-After that would end past the deadline ends the URL now instead of sleeping through it."""
+    down = server.route("/down.png", Reply(503, b"", "text/plain", {"Retry-After": "60"}))
     started = time.monotonic()
-    out = fetch_media([down], store, allow=["127.0.0.1"], deadline_s=1.0, max_attempts=50)
-    assert time.monotonic() - started < 15
+    out = fetch_media([down], store, allow=["127.0.0.1"], deadline_s=10.0, max_attempts=50)
+    assert time.monotonic() - started < 30  # the 60 s wait was not slept
     assert out[down].error == (
-        "HTTP 503 (gave up after 1 attempts: the next one would start after the 1 s total deadline per URL)"
+        "HTTP 503 (gave up after 1 attempts: the next one would start after the 10 s total deadline per URL)"
     )
     assert server.hits["/down.png"] == 1
 
