@@ -129,7 +129,7 @@ def main() -> None:
             out = folder / "out"
             argv = [sys.executable, *(["-m", "cProfile", "-o", str(folder / "prof")] if args.profile else []),
                     "-m", "echo_builder.cli", "build", str(posts), "--out", str(out), "--backend", "openai:vlm",
-                    "--base-url", llm.base_url, "--target-model", "GPT-4o", "--allow-private-media",
+                    "--base-url", llm.base_url, "--target-model", "GPT-4o", "--media-allow", "127.0.0.1",
                     "--concurrency", str(args.concurrency)]  # fmt: skip
             first = run_build(argv, env)
             requests, faults, peak = llm.calls, sum(1 for f in llm.log.faults if f), llm.log.max_in_flight

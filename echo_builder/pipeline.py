@@ -63,7 +63,10 @@ class BuildConfig:
         cache_dir: call cache (default ``OUT/cache``).
         resume: continue in an existing build folder.
         offline: the media stage uses only images already in the media store (no download).
-        allow_private_media: let the media stage fetch from private and loopback addresses (tests, local mirrors).
+        media_allow: non-public addresses the media stage may fetch from (a local mirror): ``HOST[:PORT]`` or CIDR
+            entries, see :meth:`echo_builder.stages.media.MediaPolicy.from_entries`; link-local and cloud-metadata
+            addresses are never fetched.
+        allow_private_media: deprecated; the same as ``media_allow`` of the loopback addresses (127.0.0.0/8, ::1).
         media_store: the content-addressed image store (default ``OUT/media``).
         pseudonymize: replace social-media handles in the dataset's text and author fields (default on).
         license: the dataset license written into the card.
@@ -87,6 +90,7 @@ class BuildConfig:
     resume: bool = False
     progress: bool = True
     offline: bool = False
+    media_allow: Sequence[str] = ()
     allow_private_media: bool = False
     media_store: str | Path | None = None
     pseudonymize: bool = True
@@ -196,6 +200,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         raise ConfigError(
             "time-windowed keywords need the target model's launch date (--launch-date YYYY-MM-DD)"
         )
+    _media_policy(config)  # a bad --media-allow entry is a ConfigError now, not in the media stage
     caller = _caller(config)
     out = _prepare_out(config)
     stages_dir = out / "stages"
@@ -396,11 +401,12 @@ def _later_stages(
     failures: list[Any] = []
 
     started = time.perf_counter()
+    media_policy = _media_policy(config)
     media = run_media(
         samples,
         MediaStore(store_root),
         offline=config.offline,
-        allow_private=config.allow_private_media,
+        allow=media_policy,
         concurrency=config.concurrency,
     )
     failures += media.failures
@@ -504,6 +510,18 @@ def _write_dataset(config: BuildConfig, out: Path, samples: list[Sample], report
     write_hub_folder(
         grouped, out, media_root=store_root, card_context=context, pseudonymize=config.pseudonymize
     )
+
+
+def _media_policy(config: BuildConfig) -> Any:
+    """The media stage's :class:`~echo_builder.stages.media.MediaPolicy`; ConfigError for a bad entry."""
+    from echo_builder.stages.media import LOOPBACK, MediaPolicy
+
+    if isinstance(config.media_allow, str):  # one entry given as a string, not a list of characters
+        raise ConfigError(
+            f"media_allow must be a list of HOST[:PORT] or CIDR entries, got {config.media_allow!r}"
+        )
+    entries = [*config.media_allow, *(LOOPBACK if config.allow_private_media else ())]
+    return MediaPolicy.from_entries(entries)
 
 
 def _label(config: BuildConfig, stage: str) -> str | None:

@@ -16,7 +16,7 @@ from echo_builder.records import MediaRef, Sample
 from echo_builder.stages.media import OFFLINE_MISS, MediaStore, fetch_media, run_media
 from tests.helpers.media_server import MediaServer, Reply
 
-FAST = {"allow_private": True, "backoff_s": 0.01, "timeout_s": 5.0}
+FAST = {"allow": ["127.0.0.1"], "backoff_s": 0.01, "timeout_s": 5.0}
 
 
 def encode(img: Image.Image, fmt: str, **kw) -> bytes:
@@ -175,7 +175,7 @@ def test_timeout_is_retried_then_reported(server, store):
 def test_private_addresses_are_refused_even_after_redirects(server, store):
     png = encode(rgb(), "PNG")
     target = server.route("/img.png", Reply(body=png))
-    direct = fetch_media([target], store)  # allow_private defaults to False
+    direct = fetch_media([target], store)  # nothing is allowed by default
     assert "non-public address 127.0.0.1" in direct[target].error and server.total_hits == 0
 
     loopback = ["127.0.0.0/8"]  # the test server is allowed, nothing else private is
@@ -185,7 +185,7 @@ def test_private_addresses_are_refused_even_after_redirects(server, store):
     to_lan = server.route("/r2", Reply(301, content_type=None, headers={"Location": "http://10.1.2.3/a.png"}))
     hop = server.route("/r3", Reply(307, content_type=None, headers={"Location": "/img.png"}))
     loop = server.route("/loop", Reply(302, content_type=None, headers={"Location": "/loop"}))
-    out = fetch_media([to_meta, to_lan, hop, loop], store, allowed_networks=loopback, backoff_s=0.01)
+    out = fetch_media([to_meta, to_lan, hop, loop], store, allow=loopback, backoff_s=0.01)
     assert "169.254.169.254" in out[to_meta].error and "10.1.2.3" in out[to_lan].error
     assert out[hop].error is None and out[hop].sha256 == hashlib.sha256(png).hexdigest()
     assert "more than 5 redirects" in out[loop].error and server.hits["/loop"] == 6

@@ -63,9 +63,18 @@ __all__ = ["build", "publish"]
 )
 @click.option("--offline", is_flag=True, help="Download no image: use only those already in the media store.")
 @click.option(
+    "--media-allow",
+    "media_allow",
+    multiple=True,
+    metavar="HOST[:PORT]|CIDR",
+    help="Let the media stage fetch from this non-public host, address or network (a local mirror, e.g. "
+    "127.0.0.1:8000 or 10.0.0.0/8); repeatable. Link-local and cloud-metadata addresses are never fetched.",
+)
+@click.option(
     "--allow-private-media",
     is_flag=True,
-    help="Let the media stage fetch from private and loopback addresses (local mirrors, tests).",
+    hidden=True,
+    help="Deprecated: the same as --media-allow 127.0.0.0/8 --media-allow ::1 (loopback only).",
 )
 @click.option(
     "--pseudonymize/--no-pseudonymize",
@@ -93,6 +102,7 @@ def build(
     cache_dir: str | None,
     resume: bool,
     offline: bool,
+    media_allow: tuple[str, ...],
     allow_private_media: bool,
     pseudonymize: bool,
     license_id: str,
@@ -106,6 +116,12 @@ def build(
     from echo_builder.pipeline import BuildConfig
     from echo_builder.pipeline import build as run_build
 
+    if allow_private_media:
+        click.echo(
+            "note: --allow-private-media is deprecated and now allows loopback only (127.0.0.0/8, ::1); "
+            "name a local mirror with --media-allow HOST[:PORT] or CIDR instead",
+            err=True,
+        )
     opts = parse_options(options)
     if base_url:
         opts["base_url"] = base_url
@@ -125,6 +141,7 @@ def build(
         cache_dir=cache_dir,
         resume=resume,
         offline=offline,
+        media_allow=media_allow,
         allow_private_media=allow_private_media,
         pseudonymize=pseudonymize,
         license=license_id,

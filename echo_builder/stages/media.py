@@ -7,11 +7,18 @@ reference is kept, unhashed, so the URL survives for later stages.
 
 Security rules of :func:`fetch_media` (media URLs come from untrusted posts):
 
-* only ``http`` and ``https`` URLs without credentials are fetched; every other scheme is refused;
-* the host is resolved and *every* address is checked: private, loopback, link-local, multicast, reserved and
-  unspecified addresses are refused (unless ``allow_private`` or listed in ``allowed_networks``); the connection
-  goes to the checked address (no second DNS lookup, so no DNS rebinding), TLS still verifies the host name;
+* only ``http`` and ``https`` URLs without credentials are fetched; every other scheme is refused; a URL that
+  cannot be parsed (bad port, unclosed IPv6 literal, control character, space or invalid IDNA in the host, no
+  host), from a post or from a redirect's ``Location``, is a recorded error of that image only;
+* the host is resolved (with a deadline) and *every* address is checked by :class:`MediaPolicy`: private,
+  loopback, multicast, reserved and unspecified addresses are refused unless an ``allow`` entry
+  (``--media-allow``) names them; link-local and cloud-metadata addresses (:data:`NEVER_ALLOWED`) are refused
+  always; an IPv6 address embedding an IPv4 one (mapped, compatible, 6to4, Teredo, NAT64) is judged as that IPv4
+  address. The connection goes to a checked address (no second DNS lookup) and the peer actually connected to is
+  checked again, so DNS rebinding cannot bypass the policy; TLS still verifies the host name;
 * redirects are followed by hand, at most :data:`MAX_REDIRECTS`, and each hop is checked again;
+* one URL takes at most ``deadline_s`` seconds in all (DNS, connect, TLS, redirects, headers, body, retries and
+  their waits): at the deadline its sockets are shut down, so a server dripping bytes cannot hold it longer;
 * the body is capped at ``max_bytes`` both by ``Content-Length`` and by the bytes actually received;
 * the content type must be ``image/*``, and the bytes must decode with Pillow (first frame of animations)
   within :data:`echo_builder.imaging.MAX_PIXELS` (decompression-bomb guard);
@@ -20,12 +27,17 @@ Security rules of :func:`fetch_media` (media URLs come from untrusted posts):
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
+import functools
 import hashlib
+import http.client
 import io
 import ipaddress
 import json
+import math
 import os
+import re
 import socket
 import tempfile
 import threading
@@ -35,18 +47,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 from echo_builder import imaging
-from echo_builder.errors import ImageError
+from echo_builder.errors import ConfigError, ImageError
 from echo_builder.records import MediaRef, Sample
 from echo_builder.stages.base import StageFailure
 
 __all__ = [
+    "LOOPBACK",
     "MAX_REDIRECTS",
+    "NEVER_ALLOWED",
     "FetchOutcome",
+    "MediaPolicy",
     "MediaResult",
     "MediaStore",
+    "embedded_ipv4",
     "fetch_media",
     "media_key",
     "run_media",
@@ -113,7 +129,7 @@ class MediaStore:
         self._by_source: dict[str, dict[str, Any]] = {}
         self._by_sha: dict[str, dict[str, Any]] = {}
         if self.index_path.exists():
-            for line in self.index_path.read_text(encoding="utf-8").splitlines():
+            for line in self.index_path.read_text(encoding="utf-8").split("\n"):
                 try:
                     entry = json.loads(line)
                     self._by_source[entry["source"]] = entry
@@ -213,122 +229,511 @@ def _check_image(data: bytes, name: str) -> tuple[int, int, int, str]:
     return rgb.width, rgb.height, n_frames, fmt
 
 
-def _check_host(host: str, port: int, allow_private: bool, allowed: Sequence[Any]) -> str:
-    """Resolve ``host``; return the address to connect to, or raise when any address is not public."""
+# ------------------------------------------------------------------------------------------- the address policy
+# never connected to, whatever --media-allow says: link-local (where clouds serve instance metadata and
+# credentials), the cloud metadata and host-platform addresses outside it, "this host", multicast and broadcast
+NEVER_ALLOWED = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "169.254.0.0/16",  # IPv4 link-local; 169.254.169.254 is AWS, GCP, Azure, Oracle and DigitalOcean metadata
+        "fe80::/10",  # IPv6 link-local
+        "fd00:ec2::254/128",  # AWS instance metadata over IPv6
+        "100.100.100.200/32",  # Alibaba Cloud metadata
+        "168.63.129.16/32",  # Azure host platform (WireServer)
+        "0.0.0.0/8",  # "this host" (reaches loopback on Linux)
+        "::/128",
+        "224.0.0.0/4",  # multicast
+        "ff00::/8",
+        "255.255.255.255/32",  # broadcast
+    )
+)
+LOOPBACK = ("127.0.0.0/8", "::1/128")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052 well-known prefix
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215 local-use prefix
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated ::a.b.c.d
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # RFC 2765 ::ffff:0:a.b.c.d
+_LABEL = re.compile(r"[a-z0-9_-]{1,63}")
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def embedded_ipv4(ip: Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses an IPv6 address carries, which is where a packet to it really goes.
+
+    IPv4-mapped (``::ffff:a.b.c.d``), IPv4-translated (``::ffff:0:a.b.c.d``), IPv4-compatible (``::a.b.c.d``),
+    6to4 (``2002:AABB:CCDD::/48``), Teredo (``2001::/32``: server and de-obfuscated client) and NAT64
+    (``64:ff9b::/96`` and ``64:ff9b:1::/48``, RFC 6052 and 8215). Empty for plain IPv4 or IPv6 addresses.
+    """
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return ()
+    found: list[ipaddress.IPv4Address] = []
+    n = int(ip)
+    if ip.ipv4_mapped is not None:
+        found.append(ip.ipv4_mapped)
+    if ip in _IPV4_TRANSLATED or ip in _NAT64 or (ip in _IPV4_COMPATIBLE and n > 1):
+        found.append(ipaddress.IPv4Address(n & 0xFFFFFFFF))
+    if ip in _NAT64_LOCAL:  # /48 prefix: IPv4 in bits 48-63 and 72-87 (bits 64-71 are the zero "u" octet)
+        found.append(ipaddress.IPv4Address(((n >> 64) & 0xFFFF) << 16 | ((n >> 40) & 0xFFFF)))
+    if ip.sixtofour is not None:
+        found.append(ip.sixtofour)
+    if ip.teredo is not None:
+        found.extend(ip.teredo)
+    return tuple(dict.fromkeys(found))
+
+
+def _is_public(ip: Address) -> bool:
+    return ip.is_global and not (ip.is_multicast or ip.is_reserved)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    network: ipaddress.IPv4Network | ipaddress.IPv6Network | None  # an address or CIDR entry
+    host: str | None  # a host-name entry (IDNA ASCII, lower case)
+    port: int | None
+
+
+@dataclass(frozen=True)
+class MediaPolicy:
+    """Which addresses the media stage may connect to: public ones, plus the non-public ones an allow-list names.
+
+    Build one with :meth:`from_entries`. Every address a host resolves to, on the first request and on every
+    redirect hop, is checked (see :meth:`refusal`); the connection then goes to a checked address, and the address
+    actually connected to is checked again, so DNS rebinding cannot slip a private address in. Addresses in
+    :data:`NEVER_ALLOWED` (link-local, cloud metadata, this-host, multicast, broadcast) are refused even when an
+    entry covers them. An IPv6 address that embeds IPv4 addresses (:func:`embedded_ipv4`) is judged as those.
+    """
+
+    rules: tuple[_Rule, ...] = ()
+
+    @classmethod
+    def from_entries(cls, entries: Iterable[str]) -> MediaPolicy:
+        """Parse ``--media-allow`` entries: ``HOST[:PORT]`` (a name, an IPv4 address or ``[IPv6]``) or a CIDR.
+
+        ``127.0.0.1:8000`` allows that address and port; ``10.0.0.0/8`` the network on any port; ``::1``
+        and ``[::1]:8000`` an IPv6 address; ``mirror.lan:8080`` whatever non-public address that name resolves
+        to, for URLs naming that host (and port). Raises :class:`~echo_builder.errors.ConfigError` for an entry
+        that parses as none of these, or that lies wholly in :data:`NEVER_ALLOWED`.
+        """
+        return cls(tuple(_parse_rule(entry) for entry in entries))
+
+    def refusal(self, ip: Address, host: str, port: int) -> str | None:
+        """``None`` when connecting to ``ip`` for a URL naming ``host`` and ``port`` is allowed, else why not."""
+        judged = embedded_ipv4(ip) or (ip,)
+        shown = f"{ip} (which embeds {', '.join(map(str, judged))})" if judged != (ip,) else str(ip)
+        for candidate in (ip, *judged):
+            if any(candidate.version == net.version and candidate in net for net in NEVER_ALLOWED):
+                return (
+                    f"non-public address {shown}: link-local, cloud metadata, this-host, multicast or "
+                    "broadcast, never fetched (not even with --media-allow)"
+                )
+        for candidate in judged:
+            if not (_is_public(candidate) or any(_matches(r, candidate, host, port) for r in self.rules)):
+                return f"non-public address {shown} (allow a local mirror with --media-allow HOST[:PORT] or CIDR)"
+        return None
+
+
+def _matches(rule: _Rule, ip: Address, host: str, port: int) -> bool:
+    if rule.port is not None and rule.port != port:
+        return False
+    if rule.network is not None:
+        return ip.version == rule.network.version and ip in rule.network
+    return rule.host == host
+
+
+def _parse_rule(entry: str) -> _Rule:
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"--media-allow {entry!r}: {why} (expected HOST[:PORT], [IPv6]:PORT or a CIDR)")
+
+    text = str(entry).strip()
+    port: int | None = None
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise _Transient(f"cannot resolve host {host!r} ({exc})") from None
-    addresses = list(dict.fromkeys(info[4][0] for info in infos))
-    if not addresses:
-        raise _Permanent(f"host {host!r} has no address")
-    for text in addresses:
-        ip = ipaddress.ip_address(text.split("%")[0])
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-            ip = ip.ipv4_mapped
-        public = ip.is_global and not (ip.is_multicast or ip.is_reserved)
-        if not (public or allow_private or any(ip in net for net in allowed)):
-            raise _Permanent(
-                f"host {host!r} resolves to non-public address {ip} (private addresses are refused)"
+        if "/" in text:  # a CIDR network
+            network = ipaddress.ip_network(text, strict=False)
+            host = None
+        else:
+            if text.startswith("["):  # [IPv6] or [IPv6]:port
+                inside, bracket, rest = text[1:].partition("]")
+                if not bracket:
+                    raise bad("no closing bracket")
+                if rest and not rest.startswith(":"):
+                    raise bad("text after the closing bracket")
+                address_text, port_text = inside, rest[1:] if rest else None
+            elif text.count(":") > 1:  # a bare IPv6 address, no port
+                address_text, port_text = text, None
+            else:
+                address_text, _, port_text = text.partition(":")
+                port_text = port_text if ":" in text else None
+            if port_text is not None:
+                if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+                    raise bad(f"port {port_text!r} is not 1-65535")
+                port = int(port_text)
+            try:
+                network, host = ipaddress.ip_network(address_text), None
+            except ValueError:
+                network, host = None, _host_name(address_text)
+    except _Permanent as exc:
+        raise bad(str(exc)) from None
+    except ValueError as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise bad(str(exc)) from None
+    if network is not None:
+        if any(network.version == n.version and network.subnet_of(n) for n in NEVER_ALLOWED):  # type: ignore[arg-type]
+            raise bad(f"{network} is link-local, cloud-metadata or special; it is never allowed")
+        if network.version == 6 and network.num_addresses == 1:
+            for v4 in embedded_ipv4(network.network_address):
+                if any(v4 in n for n in NEVER_ALLOWED if n.version == 4):
+                    raise bad(f"{network} embeds {v4}, which is never allowed")
+    return _Rule(network, host, port)
+
+
+# ------------------------------------------------------------------------------------------------ URLs
+@dataclass(frozen=True)
+class _Target:
+    """A URL checked and split for one request."""
+
+    scheme: str
+    host: str  # IDNA ASCII, lower case, no brackets
+    port: int
+    literal: Address | None  # the host when it is an IP address
+    host_header: str
+    path: str  # path and query, percent-encoded where needed
+
+
+_PATH_SAFE = "!$&'()*+,/:;=?@[]~%"
+
+
+def _host_name(name: str) -> str:
+    """``name`` as IDNA ASCII in lower case, or ``_Permanent`` when it is not a valid DNS host name."""
+    if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in name):
+        raise _Permanent(f"host {name!r} contains a space or control character")
+    stripped = name[:-1] if name.endswith(".") else name
+    try:
+        ascii_name = stripped.encode("idna").decode("ascii").lower()
+    except UnicodeError as exc:
+        raise _Permanent(f"host {name!r} is not a valid host name ({exc})") from None
+    labels = ascii_name.split(".")
+    if not ascii_name or len(ascii_name) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
+        raise _Permanent(f"host {name!r} is not a valid host name")
+    return ascii_name
+
+
+def _parse_url(url: str) -> _Target:
+    """Check and split a media URL (from a post or a redirect); ``_Permanent`` names what is wrong with it."""
+    if not isinstance(url, str):
+        raise _Permanent(f"URL must be a string, got {type(url).__name__}")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        raise _Permanent("URL contains a control character")
+    try:
+        url.encode("utf-8")
+    except UnicodeError:
+        raise _Permanent("URL is not valid Unicode (it holds a lone surrogate)") from None
+    try:
+        parts = urlsplit(url)
+        explicit_port = parts.port
+        hostname = parts.hostname
+        has_credentials = bool(parts.username or parts.password)
+    except ValueError as exc:
+        raise _Permanent(f"invalid URL ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        raise _Permanent(f"scheme {parts.scheme or '(none)'!r} is refused (only http and https)")
+    if not hostname:
+        raise _Permanent("URL has no host")
+    if has_credentials:
+        raise _Permanent("URLs with credentials are refused")
+    if explicit_port == 0:
+        raise _Permanent("invalid URL (port 0)")
+    literal: Address | None
+    if "[" in parts.netloc:
+        if "%" in hostname:
+            raise _Permanent(f"IPv6 zone id in host [{hostname}] is refused")
+        try:
+            literal = ipaddress.IPv6Address(hostname)
+        except ValueError:
+            raise _Permanent(f"invalid IPv6 address [{hostname}] in URL") from None
+        host, host_text = str(literal), f"[{literal}]"
+    else:
+        try:
+            literal = ipaddress.IPv4Address(hostname)
+            host = host_text = str(literal)
+        except ValueError:
+            literal = None
+            host = host_text = _host_name(hostname)
+    port = explicit_port or (443 if parts.scheme == "https" else 80)
+    path = quote(parts.path or "/", safe=_PATH_SAFE) + (
+        f"?{quote(parts.query, safe=_PATH_SAFE)}" if parts.query else ""
+    )
+    header = host_text + (f":{explicit_port}" if explicit_port is not None else "")
+    return _Target(parts.scheme, host, port, literal, header, path)
+
+
+# ------------------------------------------------------------------------------------------------ deadline
+class _Deadline:
+    """The total time one URL may take (every attempt, redirect, connect, header and body read, and retry wait).
+
+    When it passes, every socket opened under it is shut down, so a read blocked on a server that drips bytes
+    ends at once instead of waiting for the next byte. Use as a context manager.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+        self.expired = False
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        with self._lock:
+            for sock in self._sockets:
+                sock.close()
+            self._sockets.clear()
+
+    def remaining(self) -> float:
+        return max(0.0, self.end - time.monotonic())
+
+    def error(self) -> _Permanent:
+        return _Permanent(
+            f"download abandoned: over the {self.seconds:g} s total deadline per URL "
+            "(connect, redirects, headers, body and retries)"
+        )
+
+    def check(self) -> float:
+        """The seconds left; raises the deadline's ``_Permanent`` when none are."""
+        left = self.remaining()
+        if self.expired or left <= 0:
+            raise self.error()
+        return left
+
+    def watch(self, sock: socket.socket) -> None:
+        """Shut ``sock`` down when the deadline passes (a duplicate descriptor, so TLS wrapping does not matter)."""
+        dup = sock.dup()
+        with self._lock:
+            self._sockets.append(dup)
+            expired = self.expired
+        if expired:
+            with contextlib.suppress(OSError):
+                dup.shutdown(socket.SHUT_RDWR)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+def _lookup(host: str, port: int, timeout_s: float) -> list[str]:
+    """``getaddrinfo`` with a deadline (the resolver's own can be far longer); the addresses as text."""
+    done: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            done["infos"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except Exception as exc:  # handed to the waiting thread
+            done["error"] = exc
+
+    worker = threading.Thread(target=work, name="echo-media-dns", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise _Transient(f"looking up host {host!r} took over {timeout_s:g} s")
+    error = done.get("error")
+    if isinstance(error, (OSError, UnicodeError)):
+        raise _Transient(f"cannot resolve host {host!r} ({error})") from None
+    if error is not None:
+        raise _Permanent(f"cannot resolve host {host!r} ({type(error).__name__}: {error})") from None
+    return list(dict.fromkeys(str(info[4][0]) for info in done["infos"]))
+
+
+def _addresses(target: _Target, opts: dict[str, Any], deadline: _Deadline) -> list[Address]:
+    """The addresses ``target`` resolves to, every one checked against the policy (a refusal is final)."""
+    if target.literal is not None:
+        texts = [str(target.literal)]
+    else:
+        texts = _lookup(target.host, target.port, min(opts["timeout_s"], deadline.check()))
+    if not texts:
+        raise _Permanent(f"host {target.host!r} has no address")
+    addresses = []
+    for text in texts:
+        try:
+            ip = ipaddress.ip_address(text.split("%")[0])
+        except ValueError:
+            raise _Permanent(f"host {target.host!r} resolves to {text!r}, not an IP address") from None
+        reason = opts["policy"].refusal(ip, target.host, target.port)
+        if reason is not None:
+            verb = "is" if target.literal is not None else "resolves to"
+            raise _Permanent(f"host {target.host!r} {verb} {reason}")
+        addresses.append(ip)
+    return addresses
+
+
+@functools.cache
+def _connection_classes() -> tuple[type, type]:
+    """urllib3's HTTP and HTTPS connections, made to check the address connected to and to obey a deadline."""
+    import urllib3.connection
+
+    class Guarded:
+        guard: tuple[_Deadline, MediaPolicy, _Target]
+
+        def _new_conn(self) -> socket.socket:
+            sock = super()._new_conn()  # type: ignore[misc]
+            deadline, policy, target = self.guard
+            try:
+                deadline.watch(sock)  # before the TLS handshake, which a server can drip too
+                peer = ipaddress.ip_address(sock.getpeername()[0].split("%")[0])
+                reason = policy.refusal(peer, target.host, target.port)
+                if reason is not None:
+                    raise _Permanent(f"connected to {reason}")
+            except BaseException:
+                sock.close()
+                raise
+            return sock
+
+    class HTTP(Guarded, urllib3.connection.HTTPConnection):
+        pass
+
+    class HTTPS(Guarded, urllib3.connection.HTTPSConnection):
+        pass
+
+    return HTTP, HTTPS
+
+
+def _connect(target: _Target, opts: dict[str, Any], deadline: _Deadline) -> Any:
+    """An open connection to the first reachable checked address of ``target``."""
+    import urllib3
+
+    http_cls, https_cls = _connection_classes()
+    failure: Exception | None = None
+    for address in _addresses(target, opts, deadline):
+        timeout = min(opts["timeout_s"], deadline.check())
+        if target.scheme == "https":
+            conn = https_cls(
+                str(address),
+                target.port,
+                timeout=timeout,
+                cert_reqs="CERT_REQUIRED",
+                server_hostname=target.host,
+                assert_hostname=target.host,
             )
-    return addresses[0]
+        else:
+            conn = http_cls(str(address), target.port, timeout=timeout)
+        conn.guard = (deadline, opts["policy"], target)
+        try:
+            conn.connect()
+            return conn
+        except (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError) as exc:
+            conn.close()
+            failure = exc
+        except BaseException:  # TLS, a refused peer: no other address is tried
+            conn.close()
+            raise
+    if isinstance(failure, urllib3.exceptions.ConnectTimeoutError):
+        raise _Transient(f"connecting to {target.host}:{target.port} timed out")
+    raise _Transient(f"cannot connect to {target.host}:{target.port}")
 
 
 def _retry_after(value: str | None) -> float | None:
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        pass
-    try:  # an HTTP date
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError, IndexError):
-        return None
+        try:  # an HTTP date
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
-def _get_once(url: str, opts: dict[str, Any]) -> tuple[bytes, str]:
+def _get_once(url: str, opts: dict[str, Any], deadline: _Deadline) -> tuple[bytes, str]:
     """One GET of ``url`` with manual, re-checked redirects; returns ``(body, content type)``."""
+    for _hop in range(MAX_REDIRECTS + 1):
+        target = _parse_url(url)
+        deadline.check()
+        conn = None
+        try:
+            conn = _connect(target, opts, deadline)
+            conn.request(
+                "GET",
+                target.path,
+                headers={
+                    "Host": target.host_header,
+                    "User-Agent": USER_AGENT,
+                    "Accept": "image/*",
+                    "Accept-Encoding": "identity",
+                },
+                preload_content=False,
+            )
+            resp = conn.getresponse()
+            status = resp.status
+            if status in (301, 302, 303, 307, 308):
+                location = resp.headers.get("Location")
+                if not location:
+                    raise _Permanent(f"HTTP {status} redirect without a Location")
+                try:
+                    url = urljoin(url, location)
+                except ValueError as exc:
+                    raise _Permanent(
+                        f"HTTP {status} redirect to an invalid URL {location!r} ({exc})"
+                    ) from None
+                continue
+            if status in _RETRY_STATUS:
+                raise _Transient(f"HTTP {status}", _retry_after(resp.headers.get("Retry-After")))
+            if status != 200:
+                raise _Permanent(f"HTTP {status}")
+            ctype = (resp.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            if not ctype.startswith("image/"):
+                raise _Permanent(f"content type {ctype or '(none)'!r} is not an image")
+            limit = opts["max_bytes"]
+            declared = (resp.headers.get("Content-Length") or "").strip()
+            if declared.isascii() and declared.isdigit() and int(declared) > limit:
+                raise _Permanent(f"Content-Length {int(declared):,} bytes is over the {limit:,} byte limit")
+            body = bytearray()
+            for chunk in resp.stream(65536):
+                body += chunk
+                if len(body) > limit:
+                    raise _Permanent(f"body is over the {limit:,} byte limit")
+                deadline.check()
+            deadline.check()  # a socket shut at the deadline ends an unsized body early: not a whole image
+            return bytes(body), ctype
+        except (_Permanent, _Transient):
+            if deadline.expired:
+                raise deadline.error() from None
+            raise
+        except Exception as exc:
+            if deadline.expired:
+                raise deadline.error() from None
+            raise _failure(exc, target, opts) from None
+        finally:
+            if conn is not None:
+                conn.close()
+    raise _Permanent(f"more than {MAX_REDIRECTS} redirects")
+
+
+def _failure(exc: Exception, target: _Target, opts: dict[str, Any]) -> _Permanent | _Transient:
+    """What a network exception of one request means: retry it or not, and the reason recorded."""
+    import ssl
+
     import urllib3
 
-    for _hop in range(MAX_REDIRECTS + 1):
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https"):
-            raise _Permanent(f"scheme {parts.scheme or '(none)'!r} is refused (only http and https)")
-        if not parts.hostname:
-            raise _Permanent("URL has no host")
-        if parts.username or parts.password:
-            raise _Permanent("URLs with credentials are refused")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        address = _check_host(parts.hostname, port, opts["allow_private"], opts["allowed_networks"])
-        timeout = urllib3.Timeout(connect=opts["timeout_s"], read=opts["timeout_s"])
-        if parts.scheme == "https":
-            pool: Any = urllib3.HTTPSConnectionPool(
-                address,
-                port,
-                timeout=timeout,
-                retries=False,
-                cert_reqs="CERT_REQUIRED",
-                server_hostname=parts.hostname,
-                assert_hostname=parts.hostname,
-            )
-        else:
-            pool = urllib3.HTTPConnectionPool(address, port, timeout=timeout, retries=False)
-        host_header = parts.netloc.rsplit("@", 1)[-1]
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        try:
-            resp = pool.urlopen(
-                "GET",
-                target,
-                headers={"Host": host_header, "User-Agent": USER_AGENT, "Accept": "image/*"},
-                redirect=False,
-                preload_content=False,
-                assert_same_host=False,
-            )
-            try:
-                status = resp.status
-                if status in (301, 302, 303, 307, 308):
-                    location = resp.headers.get("Location")
-                    if not location:
-                        raise _Permanent(f"HTTP {status} redirect without a Location")
-                    url = urljoin(url, location)
-                    continue
-                if status in _RETRY_STATUS:
-                    raise _Transient(f"HTTP {status}", _retry_after(resp.headers.get("Retry-After")))
-                if status != 200:
-                    raise _Permanent(f"HTTP {status}")
-                ctype = (resp.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-                if not ctype.startswith("image/"):
-                    raise _Permanent(f"content type {ctype or '(none)'!r} is not an image")
-                limit = opts["max_bytes"]
-                declared = resp.headers.get("Content-Length")
-                if declared and declared.isdigit() and int(declared) > limit:
-                    raise _Permanent(
-                        f"Content-Length {int(declared):,} bytes is over the {limit:,} byte limit"
-                    )
-                body, deadline = bytearray(), time.monotonic() + 4 * opts["timeout_s"]
-                for chunk in resp.stream(65536):
-                    body += chunk
-                    if len(body) > limit:
-                        raise _Permanent(f"body is over the {limit:,} byte limit")
-                    if time.monotonic() > deadline:
-                        raise _Transient(f"download took over {4 * opts['timeout_s']:g} s")
-                return bytes(body), ctype
-            finally:
-                resp.release_conn()
-        except urllib3.exceptions.NewConnectionError:
-            raise _Transient(f"cannot connect to {parts.hostname}:{port}") from None
-        except urllib3.exceptions.TimeoutError:
-            raise _Transient(f"timed out (timeout {opts['timeout_s']:g} s)") from None
-        except urllib3.exceptions.ProtocolError as exc:
-            raise _Transient(f"network error ({type(exc).__name__})") from None
-        except urllib3.exceptions.SSLError as exc:
-            raise _Permanent(f"TLS error ({exc})") from None
-        except urllib3.exceptions.HTTPError as exc:
-            raise _Transient(f"network error ({type(exc).__name__}: {exc})") from None
-        finally:
-            pool.close()
-    raise _Permanent(f"more than {MAX_REDIRECTS} redirects")
+    if isinstance(exc, (urllib3.exceptions.SSLError, ssl.SSLError)):
+        if isinstance(exc, ssl.SSLEOFError):
+            return _Transient("network error (TLS connection closed)")
+        return _Permanent(f"TLS error ({exc})")
+    if isinstance(exc, (TimeoutError, urllib3.exceptions.TimeoutError)):
+        return _Transient(f"timed out (timeout {opts['timeout_s']:g} s)")
+    if isinstance(exc, (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError)):
+        return _Transient(f"network error ({type(exc).__name__})")
+    if isinstance(exc, ValueError):  # e.g. a header value http.client will not send
+        return _Permanent(f"cannot request {target.host} ({exc})")
+    return _Permanent(f"unexpected error ({type(exc).__name__}: {exc})")  # one bad URL never stops the run
 
 
 def _outcome(entry: dict[str, Any], store: MediaStore, source: str) -> FetchOutcome:
@@ -343,27 +748,43 @@ def _download(url: str, store: MediaStore, opts: dict[str, Any]) -> FetchOutcome
     if opts["offline"]:
         return FetchOutcome(error=OFFLINE_MISS)
     attempt = 0
-    while True:
-        attempt += 1
-        try:
-            data, ctype = _get_once(url, opts)
-            width, height, n_frames, fmt = _check_image(data, url)
-            ext = _EXT.get(fmt, fmt.lower() or "bin")
-            meta = {"ext": ext, "content_type": ctype, "width": width, "height": height, "n_frames": n_frames}
-            return _outcome(store.put(url, data, **meta), store, "download")
-        except _Permanent as exc:
-            return FetchOutcome(error=str(exc))
-        except _Transient as exc:
-            if attempt >= opts["max_attempts"]:
-                return FetchOutcome(error=f"{exc} (gave up after {attempt} attempts)")
-            wait = opts["backoff_s"] * 2 ** (attempt - 1)
-            if exc.retry_after_s is not None:
-                wait = max(wait, exc.retry_after_s)
-            time.sleep(min(wait, opts["max_retry_after_s"]))
+    with _Deadline(opts["deadline_s"]) as deadline:
+        while True:
+            attempt += 1
+            try:
+                data, ctype = _get_once(url, opts, deadline)
+                width, height, n_frames, fmt = _check_image(data, url)
+                ext = _EXT.get(fmt, fmt.lower() or "bin")
+                meta = {
+                    "ext": ext,
+                    "content_type": ctype,
+                    "width": width,
+                    "height": height,
+                    "n_frames": n_frames,
+                }
+                return _outcome(store.put(url, data, **meta), store, "download")
+            except _Permanent as exc:
+                return FetchOutcome(error=str(exc))
+            except _Transient as exc:
+                if attempt >= opts["max_attempts"]:
+                    return FetchOutcome(error=f"{exc} (gave up after {attempt} attempts)")
+                wait = opts["backoff_s"] * 2 ** (attempt - 1)
+                if exc.retry_after_s is not None:
+                    wait = max(wait, exc.retry_after_s)
+                wait = min(wait, opts["max_retry_after_s"])
+                if wait >= deadline.remaining():
+                    return FetchOutcome(
+                        error=f"{exc} (gave up after {attempt} attempts: the next one would start after the "
+                        f"{deadline.seconds:g} s total deadline per URL)"
+                    )
+                time.sleep(wait)
 
 
-def _import_local(path: Path, store: MediaStore) -> FetchOutcome:
+def _import_local(path: Path, store: MediaStore, max_bytes: int) -> FetchOutcome:
     try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            return FetchOutcome(error=f"local file of {size:,} bytes is over the {max_bytes:,} byte limit")
         data = path.read_bytes()
         width, height, n_frames, fmt = _check_image(data, str(path))
     except OSError as exc:
@@ -385,7 +806,7 @@ def _resolve(ref: MediaRef, store: MediaStore, opts: dict[str, Any], local_root:
         if local_root is not None and not local.resolve().is_relative_to(local_root.resolve()):
             return FetchOutcome(error=f"local path escapes {local_root}")
         if local.is_file():
-            return _import_local(local, store)
+            return _import_local(local, store, opts["max_bytes"])
         if not ref.url:
             return FetchOutcome(error="local file not found")
     if ref.url:
@@ -402,17 +823,17 @@ def fetch_media(
     store: MediaStore,
     *,
     offline: bool = False,
-    allow_private: bool = False,
-    allowed_networks: Sequence[str] = (),
+    allow: Iterable[str] | MediaPolicy = (),
     max_bytes: int = 50_000_000,
     timeout_s: float = 30.0,
+    deadline_s: float = 120.0,
     max_attempts: int = 3,
     backoff_s: float = 1.0,
     max_retry_after_s: float = 60.0,
     concurrency: int = 8,
     local_root: str | Path | None = None,
 ) -> dict[str, FetchOutcome]:
-    """Fetch (or import, or find in ``store``) each distinct reference once; never raises for a bad image.
+    """Fetch (or import, or find in ``store``) each distinct reference once; never raises for a bad image or URL.
 
     Args:
         refs: :class:`MediaRef` or URL strings. A ref whose ``sha256`` is stored is not fetched; one with an
@@ -420,25 +841,49 @@ def fetch_media(
             hashed and imported; else its ``url`` is downloaded; a bare X ``media_id`` is an error.
         store: the :class:`MediaStore`; a URL already indexed with its file present makes no request.
         offline: use only the store; a missing URL fails with ``"offline and not in the media store"``.
-        allow_private / allowed_networks: permit non-public addresses (all, or these CIDR networks).
-        max_bytes: body size cap in bytes (Content-Length and received bytes).
-        timeout_s: connect and per-read timeout in seconds; one download may take at most ``4 * timeout_s``.
+        allow: non-public addresses that may be fetched (a local mirror): ``--media-allow`` entries
+            (``HOST[:PORT]`` or CIDR, see :meth:`MediaPolicy.from_entries`) or a :class:`MediaPolicy`. Public
+            addresses are always allowed, :data:`NEVER_ALLOWED` ones never.
+        max_bytes: body size cap in bytes (Content-Length, received bytes, and the size of a local file).
+        timeout_s: connect, DNS lookup and per-read timeout in seconds (a stalled server).
+        deadline_s: total seconds one URL may take, all attempts, redirects, connects, header and body reads and
+            retry waits included; a download still running then is abandoned and recorded as such.
         max_attempts: tries per URL on 429, 5xx, timeouts and dropped connections (other errors are final).
         backoff_s: first retry wait in seconds, doubled each retry; ``Retry-After`` is honoured, every wait is
-            capped at ``max_retry_after_s`` seconds.
+            capped at ``max_retry_after_s`` seconds, and no retry starts that would end past ``deadline_s``.
         concurrency: parallel downloads.
 
     Returns:
         :func:`media_key` -> :class:`FetchOutcome`, in first-seen order. See the module docstring for security.
+
+    Raises:
+        ValueError: a count below 1 or a time that is not a positive finite number of seconds.
+        ConfigError: an ``allow`` entry that cannot be parsed or names a never-allowed address.
     """
     if max_attempts < 1 or concurrency < 1 or max_bytes < 1:
         raise ValueError("max_attempts, concurrency and max_bytes must be >= 1")
+    times = {
+        "timeout_s": timeout_s,
+        "deadline_s": deadline_s,
+        "backoff_s": backoff_s,
+        "max_retry_after_s": max_retry_after_s,
+    }
+    for name, value in times.items():
+        positive = name in ("timeout_s", "deadline_s")
+        if not (
+            isinstance(value, (int, float))
+            and math.isfinite(value)
+            and (value > 0 or (not positive and value == 0))
+        ):
+            raise ValueError(
+                f"{name} must be a {'positive' if positive else 'non-negative'} finite number of seconds, got {value!r}"
+            )
     opts = {
         "offline": offline,
-        "allow_private": allow_private,
+        "policy": allow if isinstance(allow, MediaPolicy) else MediaPolicy.from_entries(allow),
         "max_bytes": max_bytes,
         "timeout_s": timeout_s,
-        "allowed_networks": [ipaddress.ip_network(n, strict=False) for n in allowed_networks],
+        "deadline_s": deadline_s,
         "max_attempts": max_attempts,
         "backoff_s": backoff_s,
         "max_retry_after_s": max_retry_after_s,

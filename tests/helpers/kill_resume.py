@@ -315,7 +315,7 @@ def build_command(posts: Path, out: Path, server: Any, concurrency: int = 4) -> 
     return [
         sys.executable, "-m", "echo_builder.cli", "build", str(posts), "--out", str(out),
         "--backend", "openai:vlm", "--base-url", server.base_url, "--target-model", "GPT-4o",
-        "--allow-private-media", "--concurrency", str(concurrency),
+        "--media-allow", "127.0.0.1", "--concurrency", str(concurrency),
     ]  # fmt: skip
 
 

@@ -316,7 +316,7 @@ def run_build(posts: Path, out: Path, server: Any, *, max_attempts: int, concurr
             backend="openai:vlm",
             backend_options={"base_url": server.base_url, "timeout_s": TIMEOUT_S},
             target_model="GPT-4o",
-            allow_private_media=True,
+            media_allow=["127.0.0.1"],
             progress=False,
             concurrency=concurrency,
             timeout_s=TIMEOUT_S,

@@ -127,7 +127,8 @@ def _embedded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    # split on newlines only: JSON text may hold U+2028 and other characters str.splitlines() breaks at
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
 
 
 def _build_facts(out: Path) -> dict[str, Any]:
@@ -204,6 +205,49 @@ def flow_media(case: dict[str, Any], ws: Workspace) -> Observed:
     with open(folder / "cases" / "1" / "case.yml", "a", encoding="utf-8") as f:
         f.write(f"image: example{image.suffix}\n")
     return _build(ws, folder)
+
+
+def flow_media_url(case: dict[str, Any], ws: Workspace) -> Observed:
+    """A JSON Lines export of two posts: one whose image URL is ``input.url`` (or a loopback URL answering 302
+    with ``input.redirect`` as its Location), one with a good image on the same loopback server. Built without
+    --offline with ``--media-allow`` ``input.allow`` (default 127.0.0.1), then again with --resume; ``{server}``
+    in a URL is the server's base URL."""
+    from tests.helpers.media_server import MediaServer, Reply
+
+    spec = case["input"]
+    with MediaServer() as server:
+        base = server.url("")
+        image = png_bytes(Image.new("RGB", (16, 12), (200, 40, 40)))
+        good = server.route("/good.png", Reply(body=image))
+        server.route("/space%20and%C3%A9.png", Reply(body=image))  # a path that must be percent-encoded
+        if "redirect" in spec:
+            headers = {"Location": spec["redirect"].replace("{server}", base)}
+            hostile = server.route("/hop.png", Reply(302, content_type=None, headers=headers))
+        else:
+            hostile = spec["url"].replace("{server}", base)
+        posts = ws.inputs / "posts.jsonl"
+        with open(posts, "w", encoding="utf-8") as f:
+            for n, (url, subject) in enumerate(
+                [(hostile, "a glass whale"), (good, "a paper lantern")], start=1
+            ):
+                status = f"19800000000000000{n}"
+                post = {
+                    "id": f"x:{status}", "platform": "x", "url": f"https://x.com/someone/status/{status}",
+                    "author": "someone", "created_at": "2025-04-04T10:00:00Z", "root_id": f"x:{status}",
+                    "text": f"GPT-4o image generation. Prompt: {subject} in a library",
+                    "media": [{"type": "photo", "url": url}],
+                }  # fmt: skip
+                f.write(json.dumps(post) + "\n")
+        entries = [e.replace("{port}", str(server.port)) for e in spec.get("allow", ["127.0.0.1"])]
+        allow = [arg for entry in entries for arg in ("--media-allow", entry)]
+        ws.begin()
+        args = ("build", posts, "--out", ws.out, "--target-model", "GPT-4o", *allow)
+        first = _cli(*args)
+        again = _cli(*args, "--resume") if first.exit_code == 0 else first
+    facts = {"resume_exit_code": again.exit_code, "good_image_hits": server.hits["/good.png"]}
+    exception = first.exception if first.exception is not None else again.exception
+    output = first.output + ("" if again is first else again.output)
+    return Observed(first.exit_code, output, exception, {**_build_facts(ws.out), **facts}, _read_record(ws))
 
 
 def _images_of(body: dict[str, Any]) -> list[Image.Image]:
