@@ -8,11 +8,14 @@ source post ids so that rebuilding from the same inputs gives the same ids, what
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
 
 from echo_builder.errors import RecordError
 
-__all__ = ["PLATFORMS", "make_post_id", "sample_id", "split_post_id"]
+__all__ = ["PLATFORMS", "make_post_id", "sample_id", "split_post_id", "unique_sample_ids"]
+
+_S = TypeVar("_S", bound=Any)
 
 #: Platforms a post can come from. ``collection`` is a community prompt collection; ``web`` any other page.
 PLATFORMS = frozenset({"x", "reddit", "bluesky", "collection", "web"})
@@ -51,3 +54,35 @@ def sample_id(source_post_ids: Iterable[str], salt: str = "") -> str:
         split_post_id(pid)
     digest = hashlib.sha256(("\n".join(ids) + "\x00" + salt).encode("utf-8")).hexdigest()
     return f"echo-{digest[:16]}"
+
+
+def unique_sample_ids(samples: Sequence[_S]) -> tuple[list[_S], list[str]]:
+    """The samples with pairwise distinct ids, and a note for each duplicate found (empty when there was none).
+
+    A sample equal in every field to an earlier one with its id is dropped (the same sample reached twice); a
+    sample that differs but shares an earlier sample's id keeps its content under a new id, the shared id plus
+    ``-2``, ``-3``, ... in input order, so the dataset can be written and the ids stay deterministic. Samples are
+    pydantic records with an ``id`` field (``model_copy`` is used to re-id them).
+    """
+    kept: list[_S] = []
+    by_id: dict[str, list[_S]] = {}
+    taken = {s.id for s in samples}
+    notes: list[str] = []
+    for sample in samples:
+        earlier = by_id.setdefault(sample.id, [])
+        if not earlier:
+            earlier.append(sample)
+            kept.append(sample)
+            continue
+        if any(sample == e for e in earlier):
+            notes.append(f"sample {sample.id}: an identical copy was dropped")
+            continue
+        n = len(earlier) + 1
+        while f"{sample.id}-{n}" in taken:
+            n += 1
+        renamed = sample.model_copy(update={"id": f"{sample.id}-{n}"})
+        taken.add(renamed.id)
+        earlier.append(sample)
+        kept.append(renamed)
+        notes.append(f"sample {sample.id}: another sample had the same id; this one is {renamed.id}")
+    return kept, notes

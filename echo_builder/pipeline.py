@@ -178,6 +178,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     Raises:
         ConfigError: bad options, an existing build without ``resume``, or no readable source at all.
     """
+    from echo_builder.ids import unique_sample_ids
     from echo_builder.sources import read_posts
     from echo_builder.stages.extract import EXTRACT_PROMPT, run_extract, sample_summary
     from echo_builder.stages.query import default_keywords, load_keywords, parse_launch_date, run_query
@@ -338,6 +339,8 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         failures = [*relevance.failures, *extracted.failures]
         samples, later_failures = _later_stages(config, out, caller, extracted.samples, finish, history)
         failures += later_failures
+        # ids must be unique for the dataset: never let a collision fail the write after every paid call
+        samples, duplicate_notes = unique_sample_ids(samples)
         _write_jsonl(stages_dir / "samples.jsonl", samples)
         _write_jsonl(stages_dir / "failures.jsonl", [vars(f) for f in failures])
     finally:
@@ -369,6 +372,8 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         },
         "stages": entries,
     }
+    if duplicate_notes:
+        report["duplicate_ids"] = duplicate_notes
     _write_json(out / REPORT_FILE, report)
     _write_dataset(config, out, samples, report)
     stats: dict[str, Any] = {"wall_time_s": timings, **history}

@@ -90,7 +90,12 @@ def run_templates(
         outputs = [o for o in sample.output_images if o.path]
         if caller is None or store_root is None or not sample.prompt_fill_blank or not outputs:
             continue
+        seen: set[str | None] = set()
         for k, ref in enumerate(outputs):
+            # byte-identical outputs (one image posted twice) fill the same prompt: one sample, not two with one id
+            if ref.sha256 is not None and ref.sha256 in seen:
+                continue
+            seen.add(ref.sha256)
             text = _TEMPLATE_USER.format(prompt=quote_slot(sample.prompt, "template"))
             jobs.append(
                 (
