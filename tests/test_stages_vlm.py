@@ -85,7 +85,7 @@ def test_tier_and_routing():
         ("Manual Review", "output image"),
         ("Manual Review", "input image"),
         ("Manual Review", "prompt"),
-        ("Manual Review", None),
+        ("Analysis", None),  # its own tier, not a Manual Review without a reason
         ("Discard", None),
         ("Benchmark", None),
     ]
