@@ -76,7 +76,7 @@ _PATTERN = re.compile(
     r"|(?P<xh>[A-Za-z0-9_]{1,50}))(?=[/?#]|\b|$)"
     r"|(?P<xq>(?<![\w])(?:user_id|screen_name|author_id)=)(?P<xqv>[A-Za-z0-9_]{1,50})"
     r"|(?P<tw>pbs\.twimg\.com/profile_(?:images|banners)/)(?P<tid>\d{1,25})"
-    r"|(?P<bsky>(?:https?://)?(?:www\.)?bsky\.app/profile/)(?P<bh>" + _HANDLE + r")"
+    r"|(?P<bsky>(?:https?://)?(?:www\.)?bsky\.app/profile/)(?!did(?::|%3[Aa]))(?P<bh>" + _HANDLE + r")"
     r"|(?P<at>at://)(?!did(?::|%3[Aa]))(?P<ah>" + _HANDLE + r")"
     r"|(?P<rd>(?:https?://)?(?:(?:www|old|new|np)\.)?reddit\.com/(?:u|user)/)(?P<rh>[A-Za-z0-9_-]{1,40})"
     r"|(?P<ru_>(?<![\w])r/u_)(?P<ruh>[A-Za-z0-9_-]{1,40})"
