@@ -75,7 +75,7 @@ __all__ = ["build", "publish"]
 )
 @click.option(
     "--salt-file",
-    type=click.Path(dir_okay=False),
+    metavar="FILE",  # checked by the build (one 'error:' line naming the file), not by click
     help="File holding the pseudonym salt (at least 16 characters), to give several builds the same pseudonyms. "
     "Default: a random salt per build. Either way it is kept in OUT/stages/salt (reused by --resume), never in "
     "the dataset nor in what publish uploads.",
