@@ -84,6 +84,7 @@ _PATTERN = re.compile(
     r"|(?<![\w/])(?P<ru>/?u/)(?P<uh>[A-Za-z0-9_-]{3,20})\b"
 )
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s<>\"']+")
+_COMPONENT = re.compile(r"[\w-]+(?:\.[\w-]+)*")
 
 
 def pseudonym(handle: str, *, salt: str = DEFAULT_SALT) -> str:
@@ -95,29 +96,28 @@ def pseudonym(handle: str, *, salt: str = DEFAULT_SALT) -> str:
     return "user_" + hashlib.sha256(f"{salt}\0{name}".encode()).hexdigest()[:8]
 
 
-def _known_pattern(identifiers: Iterable[str]) -> re.Pattern[str] | None:
-    names = sorted({i.strip().lstrip("@") for i in identifiers if i and i.strip().lstrip("@")}, key=len)
-    # a known identifier is replaced as a whole URL component: not inside a longer name or number
-    names = [n for n in names if len(n) >= 3 and not _PSEUDONYM.match(n.lower())]
-    if not names:
-        return None
-    alternatives = "|".join(re.escape(n) for n in reversed(names))  # longest first
-    return re.compile(r"(?<![\w.-])(?:" + alternatives + r")(?![\w-]|\.\w)", re.IGNORECASE)
+class _KnownIds(frozenset):
+    """Known identifiers, lower-cased, ready for lookup (a set: a build's thousands of authors cost O(1) each)."""
+
+
+def _known_ids(identifiers: Iterable[str] | None) -> _KnownIds:
+    if isinstance(identifiers, _KnownIds):
+        return identifiers
+    names = {i.strip().lstrip("@").lower() for i in identifiers or () if isinstance(i, str)}
+    # shorter ones would hit ordinary URL parts ("a", "10"); pseudonyms are never replaced again
+    return _KnownIds(n for n in names if len(n) >= 3 and not _PSEUDONYM.match(n))
 
 
 def pseudonymize_text(
-    text: str, *, salt: str = DEFAULT_SALT, identifiers: Iterable[str] | re.Pattern[str] | None = None
+    text: str, *, salt: str = DEFAULT_SALT, identifiers: Iterable[str] | None = None
 ) -> str:
     """``text`` with every handle mention, DID and identifier-bearing URL pseudonymized (see the module docs).
 
-    ``identifiers``: known account identifiers (handles, user ids) also replaced wherever they are a component of
-    a URL in ``text``.
+    ``identifiers``: known account identifiers (handles, user ids; case-insensitive) also replaced wherever one is
+    a whole component of a URL in ``text`` (a maximal run of letters, digits, ``_``, ``-`` and inner dots:
+    ``alice`` in ``https://img.example/u/alice/1.png``, not in ``.../alice2/...``).
     """
-    known = (
-        identifiers
-        if isinstance(identifiers, re.Pattern) or identifiers is None
-        else _known_pattern(identifiers)
-    )
+    known = _known_ids(identifiers)
 
     def replace(match: re.Match[str]) -> str:
         if match["did"] is not None:
@@ -139,12 +139,16 @@ def pseudonymize_text(
         return match["ru"] + pseudonym(match["uh"], salt=salt)
 
     text = _PATTERN.sub(replace, text)
-    if known is not None and "://" in text:
-        text = _URL.sub(lambda url: known.sub(lambda m: pseudonym(m[0], salt=salt), url[0]), text)
+    if known and "://" in text:
+
+        def component(match: re.Match[str]) -> str:
+            return pseudonym(match[0], salt=salt) if match[0].lower() in known else match[0]
+
+        text = _URL.sub(lambda url: _COMPONENT.sub(component, url[0]), text)
     return text
 
 
-def _walk(value: Any, salt: str, known: re.Pattern[str] | None, key: str | None = None) -> Any:
+def _walk(value: Any, salt: str, known: _KnownIds, key: str | None = None) -> Any:
     if isinstance(value, str):
         if key in AUTHOR_KEYS and value:
             return pseudonym(value, salt=salt)
@@ -171,7 +175,7 @@ def pseudonymize(
 
     Deterministic for a given ``salt`` and ``identifiers``, idempotent, and the input rows are not modified.
     """
-    known = _known_pattern(identifiers)
+    known = _known_ids(identifiers)
     out = []
     for row in rows:
         new = {k: (v if k == "id" else _walk(v, salt, known, k)) for k, v in row.items()}
