@@ -17,7 +17,7 @@ from echo_dataset import CONFIG_NAMES, SPLIT
 from echo_dataset.errors import InvalidHubFolderError, MissingTokenError
 from echo_dataset.writer import ECHO_METADATA_KEY
 
-__all__ = ["publish", "upload_patterns", "validate_hub_folder"]
+__all__ = ["publish", "upload_patterns", "uses_public_salt", "validate_hub_folder"]
 
 
 def validate_hub_folder(folder: str | Path, *, require_pseudonymized: bool = False) -> list[Path]:
@@ -141,3 +141,15 @@ def upload_patterns(folder: str | Path) -> list[str]:
     as POSIX paths relative to the folder (no other file of a build folder leaves the machine)."""
     root = Path(folder)
     return ["README.md", *(p.relative_to(root).as_posix() for p in validate_hub_folder(root))]
+
+
+def uses_public_salt(folder: str | Path) -> bool:
+    """Whether any Parquet file of ``folder`` records pseudonyms made with the public default salt
+    (``{"public_salt": true}`` in its metadata, as :func:`echo_dataset.writer.write_hub_folder` writes it)."""
+    import pyarrow.parquet as pq
+
+    for file in sorted(Path(folder).glob(f"*/{SPLIT}-*.parquet")):
+        meta = pq.read_schema(file).metadata or {}
+        if json.loads(meta.get(ECHO_METADATA_KEY, b"{}")).get("public_salt"):
+            return True
+    return False

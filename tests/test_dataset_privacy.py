@@ -347,6 +347,10 @@ def test_publish_skip_pseudonym_check_is_named_for_what_it_does(tmp_path, monkey
     old = runner.invoke(cli, ["publish", str(raw), "--repo-id", "me/echo", "--no-pseudonymize"])
     assert old.exit_code == 0 and "deprecated" in old.output and "--skip-pseudonym-check" in old.output
     assert len(uploads) == 2
+    public = write_hub_folder({}, tmp_path / "public", card_context={})  # pseudonymized with the public salt
+    warned = runner.invoke(cli, ["publish", str(public), "--repo-id", "me/echo"])
+    assert warned.exit_code == 0 and "public default salt" in warned.output
+    assert "public default salt" not in done.output
     help_text = runner.invoke(cli, ["publish", "--help"]).output
     assert "--skip-pseudonym-check" in help_text
     assert not re.search(r"^\s+--no-pseudonymize", help_text, re.MULTILINE)  # the old name is hidden

@@ -194,10 +194,9 @@ def build(
     help="Upload even a dataset built with --no-pseudonymize. By default publish refuses it; publish itself "
     "never changes a file (pseudonymization happens at build time).",
 )
-@click.option("--no-pseudonymize", "old_skip", is_flag=True, hidden=True)  # deprecated name of the above
-@click.option(
-    "--pseudonymize", "old_check", is_flag=True, hidden=True
-)  # deprecated; the check is the default
+# deprecated spellings: --no-pseudonymize for --skip-pseudonym-check; --pseudonymize, the default check
+@click.option("--no-pseudonymize", "old_skip", is_flag=True, hidden=True)
+@click.option("--pseudonymize", "old_check", is_flag=True, hidden=True)
 def publish(
     directory: str,
     repo_id: str,
@@ -214,6 +213,7 @@ def publish(
     """
     from echo_dataset.errors import EchoDatasetError
     from echo_dataset.publish import publish as run_publish
+    from echo_dataset.publish import uses_public_salt
 
     if old_skip:
         click.echo(
@@ -233,3 +233,9 @@ def publish(
     except EchoDatasetError as exc:
         raise click.ClickException(redact(str(exc))) from None
     click.echo(f"published {directory} to https://huggingface.co/datasets/{repo_id} ({result})")
+    if uses_public_salt(directory):
+        click.echo(
+            "warning: the pseudonyms were made with the public default salt, so anyone can recompute the "
+            "pseudonym of a known handle; `echo-bench build` uses a private salt per build",
+            err=True,
+        )
