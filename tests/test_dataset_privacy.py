@@ -446,3 +446,17 @@ def test_default_salt_is_still_the_public_one_for_direct_python_use(tmp_path):
         f"by @{pseudonym('alice', salt=DEFAULT_SALT)}"
     ]
     assert "public default salt" in (folder / "README.md").read_text()
+
+
+def test_the_echobench_builder_uses_the_build_salt_and_authors(tmp_path):
+    from echo_dataset.builder import EchoBench
+
+    posts = _posts_file(tmp_path)
+    out = tmp_path / "out"
+    _build([posts], out)
+    builder = EchoBench(config_name="analysis", data_dir=str(out), cache_dir=str(tmp_path / "hf"))
+    builder.download_and_prepare()
+    from_builder = builder.as_dataset("test")
+    written = pq.read_table(out / "analysis" / "test-00000-of-00001.parquet").to_pylist()
+    for column in ("prompt", "output_image_urls", "source_post_urls", "community_feedback", "media_errors"):
+        assert from_builder[column] == [r[column] for r in written], column
