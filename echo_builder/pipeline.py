@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -201,6 +202,11 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     if launch is None and any(k.window_days is not None for k in keywords):
         raise ConfigError(
             "time-windowed keywords need the target model's launch date (--launch-date YYYY-MM-DD)"
+        )
+    if not re.fullmatch(r"[a-z0-9][a-z0-9.+-]{0,63}", config.license or ""):
+        raise ConfigError(
+            f"license {config.license!r} is not a Hub license id (lowercase letters, digits, '.', '+', '-'; "
+            "e.g. other, cc-by-4.0)"
         )
     if config.salt_file is not None:
         _salt(config, None)  # a bad salt file fails before anything is written

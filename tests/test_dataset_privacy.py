@@ -375,6 +375,8 @@ def test_the_card_claims_no_license_the_builder_does_not_hold(tmp_path):
     assert runner.invoke(cli, [*base, "--out", str(tmp_path / "cc"), "--license", "cc-by-4.0"]).exit_code == 0
     meta = _front_matter(tmp_path / "cc" / "README.md")
     assert meta["license"] == "cc-by-4.0" and "license_name" not in meta
+    bad = runner.invoke(cli, [*base, "--out", str(tmp_path / "bad"), "--license", "CC BY 4.0\nevil: 1"])
+    assert bad.exit_code == 1 and "is not a Hub license id" in bad.output and not (tmp_path / "bad").exists()
     help_text = " ".join(runner.invoke(cli, ["build", "--help"]).output.split())
     assert "[default: other]" in help_text and "claims no rights" in help_text
 

@@ -83,6 +83,7 @@ __all__ = ["build", "publish"]
 @click.option(
     "--license",
     "license_id",
+    metavar="ID",
     default="other",
     show_default=True,
     help="The card's license (a Hub license id). The default 'other' claims no rights: the card states that the "
