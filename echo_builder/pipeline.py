@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -68,8 +69,12 @@ class BuildConfig:
             addresses are never fetched.
         allow_private_media: deprecated; the same as ``media_allow`` of the loopback addresses (127.0.0.0/8, ::1).
         media_store: the content-addressed image store (default ``OUT/media``).
-        pseudonymize: replace social-media handles in the dataset's text and author fields (default on).
-        license: the dataset license written into the card.
+        pseudonymize: replace account identifiers in the dataset's text, URLs and author fields (default on).
+        salt_file: a file holding the pseudonym salt, to share one salt (and so the same pseudonyms) across
+            builds; default: a random salt per build. Either way the salt is kept in ``OUT/stages/salt``
+            (reused by ``resume``), never in the dataset nor in what ``publish`` uploads.
+        license: the card's ``license``; default ``other`` with the terms stated in the card (the posts and images
+            remain their authors'), since the builder holds no right to grant an open license.
     """
 
     sources: Sequence[str | Path]
@@ -94,7 +99,8 @@ class BuildConfig:
     allow_private_media: bool = False
     media_store: str | Path | None = None
     pseudonymize: bool = True
-    license: str = "cc-by-4.0"
+    license: str = "other"
+    salt_file: str | Path | None = None
 
 
 @dataclass
@@ -187,6 +193,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     from echo_builder.stages.templates_screenshots import SCREENSHOTS_VERSION, TEMPLATES_VERSION
     from echo_builder.stages.threads import build_trees
     from echo_builder.stages.tier import APPLICABILITY_VERSION, TIER_VERSION
+    from echo_dataset.pseudonym import author_identifiers
 
     # everything that can be wrong with the options is checked before any stage runs or any file is written
     if not 1 <= config.relevance_threshold <= 5:
@@ -202,8 +209,16 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
             "time-windowed keywords need the target model's launch date (--launch-date YYYY-MM-DD)"
         )
     _media_policy(config)  # a bad --media-allow entry is a ConfigError now, not in the media stage
+    if not re.fullmatch(r"[a-z0-9][a-z0-9.+-]{0,63}", config.license or ""):
+        raise ConfigError(
+            f"license {config.license!r} is not a Hub license id (lowercase letters, digits, '.', '+', '-'; "
+            "e.g. other, cc-by-4.0)"
+        )
+    if config.salt_file is not None:
+        _salt(config, None)  # a bad salt file fails before anything is written
     caller = _caller(config)
     out = _prepare_out(config)
+    salt = _salt(config, out)
     stages_dir = out / "stages"
     cache = None
     if caller is not None:
@@ -375,7 +390,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     if duplicate_notes:
         report["duplicate_ids"] = duplicate_notes
     _write_json(out / REPORT_FILE, report)
-    _write_dataset(config, out, samples, report)
+    _write_dataset(config, out, samples, report, salt=salt, identifiers=author_identifiers(posts))
     stats: dict[str, Any] = {"wall_time_s": timings, **history}
     if caller is not None:
         stats["model_calls"] = vars(caller.stats)
@@ -452,7 +467,7 @@ def _later_stages(
     tiered = tier_result.samples
     counts = {
         label: sum(1 for t in tiered if t.tier == label)
-        for label in ("Benchmark", "Manual Review", "Discard")
+        for label in ("Benchmark", "Analysis", "Manual Review", "Discard")
     }
     reasons = {r: sum(1 for t in tiered if t.review == r) for r in ("prompt", "input image", "output image")}
     _write_jsonl(stages_dir / "tier.jsonl", tiered)
@@ -502,9 +517,31 @@ def _later_stages(
     return flagged.samples, failures
 
 
-def _write_dataset(config: BuildConfig, out: Path, samples: list[Sample], report: dict[str, Any]) -> None:
+def _salt(config: BuildConfig, out: Path | None) -> str:
+    """The build's pseudonym salt (see :func:`echo_dataset.pseudonym.build_salt`); ``out=None`` only checks
+    ``config.salt_file``."""
+    from echo_dataset.pseudonym import build_salt, read_salt_file
+
+    try:
+        if out is None:
+            return read_salt_file(config.salt_file)  # type: ignore[arg-type]
+        return build_salt(out, salt_file=config.salt_file)  # type: ignore[return-value]
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _write_dataset(
+    config: BuildConfig,
+    out: Path,
+    samples: list[Sample],
+    report: dict[str, Any],
+    *,
+    salt: str,
+    identifiers: Sequence[str] = (),
+) -> None:
     """The hub-shaped folder in ``out`` itself (``<config>/test-*.parquet`` + README card), so
-    ``load_dataset(out, "text_to_image")`` and ``echo-bench publish out`` work directly."""
+    ``load_dataset(out, "text_to_image")`` and ``echo-bench publish out`` work directly. ``salt`` and
+    ``identifiers`` (the input's authors) go to the pseudonymization."""
     from echo_builder.dataset_rows import rows_by_config
     from echo_dataset.card import card_context_from_report
     from echo_dataset.writer import write_hub_folder
@@ -513,7 +550,13 @@ def _write_dataset(config: BuildConfig, out: Path, samples: list[Sample], report
     grouped, dropped = rows_by_config(samples, media_root=store_root)
     context = card_context_from_report(report, dropped=dropped, license=config.license)
     write_hub_folder(
-        grouped, out, media_root=store_root, card_context=context, pseudonymize=config.pseudonymize
+        grouped,
+        out,
+        media_root=store_root,
+        card_context=context,
+        pseudonymize=config.pseudonymize,
+        salt=salt,
+        identifiers=identifiers,
     )
 
 

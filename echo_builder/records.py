@@ -24,6 +24,7 @@ __all__ = [
     "MediaRef",
     "Post",
     "Quality",
+    "ReviewReason",
     "Sample",
     "Tree",
     "Verdict",
@@ -32,7 +33,12 @@ __all__ = [
 ]
 
 Quality = Literal["Benchmark", "Analysis", "Trash"]
-Tier = Literal["Benchmark", "Manual Review", "Discard"]
+#: Final labels: Benchmark; Analysis (the extract stage's Analysis, kept as its own tier: a discussion worth
+#: analysing, not a sample to repair); Manual Review (a would-be benchmark sample with something to review, always
+#: with its :data:`ReviewReason`); Discard.
+Tier = Literal["Benchmark", "Analysis", "Manual Review", "Discard"]
+#: What a Manual Review sample needs reviewed (ECHO's three reasons).
+ReviewReason = Literal["prompt", "input image", "output image"]
 VerdictStatus = Literal["ok", "parse_failure", "refusal", "error", "missing_output"]
 
 
@@ -216,7 +222,8 @@ class Sample(_Record):
         post_urls: source post URLs ordered by importance; the first holds the task.
         source_post_ids: the namespaced ids behind ``post_urls`` (same order where known).
         quality: the extract stage's label; ``tier`` is the final label after the VLM stages.
-        review: for ``tier == "Manual Review"``, what to review (prompt, input image, output image).
+        tier: Benchmark, Analysis, Manual Review or Discard (``None`` before the tier stage).
+        review: what to review (prompt, input image, output image); required when ``tier == "Manual Review"``.
         input_images / output_images: inputs given to the model and the community's outputs of the target model.
         input_bboxes: boxes found in a conversation screenshot, in the screenshot's pixel frame.
         needs_input_images: the task requires the user's own input image(s) (an edit of "this photo"), whether or
@@ -234,7 +241,7 @@ class Sample(_Record):
     source_post_ids: tuple[str, ...] = ()
     quality: Quality = "Analysis"
     tier: Tier | None = None
-    review: str | None = None
+    review: ReviewReason | None = None
     community_feedback: tuple[Feedback, ...] = ()
     input_images: tuple[MediaRef, ...] = ()
     output_images: tuple[MediaRef, ...] = ()
@@ -252,6 +259,15 @@ class Sample(_Record):
     @classmethod
     def _utc(cls, value: datetime | None) -> datetime | None:
         return _as_utc(value)
+
+    @model_validator(mode="after")
+    def _review_reason(self) -> Sample:
+        if self.tier == "Manual Review" and self.review is None:
+            raise ValueError(
+                f"sample {self.id!r}: tier Manual Review needs its review reason (prompt, input image or "
+                "output image)"
+            )
+        return self
 
 
 class Verdict(_Record):

@@ -23,7 +23,7 @@ import datasets
 from echo_dataset import CONFIG_NAMES, SPLIT
 from echo_dataset.errors import InvalidHubFolderError
 from echo_dataset.features import features_for
-from echo_dataset.pseudonym import DEFAULT_SALT
+from echo_dataset.pseudonym import DEFAULT_SALT, author_identifiers, build_salt
 from echo_dataset.rows import route_sample_dict, row_from_sample_dict
 from echo_dataset.writer import encode_rows, load_images
 
@@ -48,11 +48,13 @@ def latest_sample_stage(build_dir: str | Path) -> Path:
 @dataclass
 class EchoBenchConfig(datasets.BuilderConfig):
     """One ECHO config. ``media_root`` defaults to ``<data_dir>/media``; ``pseudonymize`` and ``salt`` as in
-    :func:`echo_dataset.writer.write_hub_folder`."""
+    :func:`echo_dataset.writer.write_hub_folder`; ``salt=None`` (the default) uses the build's own salt
+    (``<data_dir>/stages/salt``, as the build's dataset does), or the public default salt when the build has
+    none. Authors' handles and user ids from ``stages/collect.jsonl`` are replaced inside URLs, as in the build."""
 
     media_root: str | None = None
     pseudonymize: bool = True
-    salt: str = DEFAULT_SALT
+    salt: str | None = None
 
 
 class EchoBench(datasets.GeneratorBasedBuilder):
@@ -91,12 +93,20 @@ class EchoBench(datasets.GeneratorBasedBuilder):
                     sample = json.loads(line)
                     if route_sample_dict(sample) == self.config.name:
                         rows.append(row_from_sample_dict(sample))
+        build = Path(path).parent.parent
+        salt = self.config.salt or build_salt(build, create=False) or DEFAULT_SALT
+        identifiers: list[str] = []
+        collected = build / "stages" / "collect.jsonl"
+        if self.config.pseudonymize and collected.is_file():
+            with open(collected, encoding="utf-8") as handle:
+                identifiers = author_identifiers(json.loads(line) for line in handle if line.strip())
         encoded = encode_rows(
             rows,
             self.config.name,
             media_root=media_root if Path(media_root).is_dir() else None,
             pseudonymize_rows=self.config.pseudonymize,
-            salt=self.config.salt,
+            salt=salt,
+            identifiers=identifiers,
         )
         for row in encoded:
             yield row["id"], load_images(row)

@@ -20,10 +20,30 @@ from echo_dataset.citation import ECHO_BIBTEX
 from echo_dataset.errors import EchoDatasetError
 from echo_dataset.features import COLUMN_DOCS
 
-__all__ = ["DEFAULT_TEMPLATE", "card_context_from_report", "front_matter", "render_card"]
+__all__ = [
+    "DEFAULT_LICENSE",
+    "DEFAULT_LICENSE_NAME",
+    "DEFAULT_TEMPLATE",
+    "DEFAULT_TERMS",
+    "card_context_from_report",
+    "front_matter",
+    "render_card",
+]
 
 DEFAULT_TEMPLATE = Path(__file__).resolve().parent / "templates" / "echo_card.md.tmpl"
+#: The card's default ``license``: the builder does not own the posts and images, so it claims no open license.
 DEFAULT_LICENSE = "other"
+#: ``license_name`` of the default: the terms are stated in the card's License section (:data:`DEFAULT_TERMS`).
+DEFAULT_LICENSE_NAME = "echo-research-evaluation"
+#: The terms the card states under ``license: other``.
+DEFAULT_TERMS = (
+    "`other` (no open license is granted). The posts, prompts and images were published on social media by "
+    "their authors, who keep every right in them; the builder of this dataset does not own them and grants no "
+    "license to them. This collection is shared for research evaluation of image models (benchmarking and "
+    "analysis), as in ECHO (arXiv 2510.15021); each row links its source posts. Reuse beyond that, and any "
+    "redistribution of the images, is subject to the authors' rights and the platforms' terms of service. "
+    "Authors can ask for removal of their content through the dataset's discussion page."
+)
 _UNKNOWN = "not recorded"
 
 
@@ -45,20 +65,33 @@ def card_context_from_report(report: Mapping[str, Any], **extra: Any) -> dict[st
 
 
 def front_matter(
-    context: Mapping[str, Any], *, dataset_info: Sequence[Mapping[str, Any]] | None = None
+    context: Mapping[str, Any],
+    *,
+    dataset_info: Sequence[Mapping[str, Any]] | None = None,
+    counts: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The Hub metadata: license, task categories, pretty name, one ``configs`` entry per config and, when given,
-    ``dataset_info`` (features and split sizes per config, as ``datasets`` writes it)."""
-    meta = {
-        "license": context.get("license") or DEFAULT_LICENSE,
+    """The Hub metadata: license (with ``license_name`` for ``other``), task categories, pretty name, one
+    ``configs`` entry per config and, when given, ``dataset_info`` (features and split sizes per config, as
+    ``datasets`` writes it).
+
+    With ``counts`` (rows per config), a config of 0 rows is not declared: ``datasets`` cannot load an empty
+    split (``Instruction "test" corresponds to no data``). When no config has rows, ``configs`` is left out.
+    """
+    license_id = context.get("license") or DEFAULT_LICENSE
+    declared = [c for c in CONFIG_NAMES if counts is None or counts.get(c, 0) > 0]
+    meta: dict[str, Any] = {"license": license_id}
+    if license_id == "other":
+        meta["license_name"] = context.get("license_name") or DEFAULT_LICENSE_NAME
+    meta |= {
         "pretty_name": context.get("pretty_name") or "ECHO benchmark",
         "task_categories": ["text-to-image", "image-to-image"],
         "tags": ["benchmark", "image-generation", "image-editing", "echo-bench"],
-        "configs": [
-            {"config_name": c, "data_files": [{"split": SPLIT, "path": f"{c}/{SPLIT}-*.parquet"}]}
-            for c in CONFIG_NAMES
-        ],
     }
+    if declared:
+        meta["configs"] = [
+            {"config_name": c, "data_files": [{"split": SPLIT, "path": f"{c}/{SPLIT}-*.parquet"}]}
+            for c in declared
+        ]
     if dataset_info:
         meta["dataset_info"] = [dict(i) for i in dataset_info]
     return meta
@@ -100,7 +133,8 @@ def render_card(
         context: run statistics: ``target_model``, ``collection_window`` (``(first, last)`` or a string),
             ``backend``, ``backend_snapshots``, ``prompt_versions`` (name -> version), ``package_version``,
             ``stages`` (``[{name, in, out, failures}]``), ``dropped`` (Trash/Discard count), ``license``,
-            ``pretty_name``, ``description``, ``pseudonymized``.
+            ``license_name``, ``license_note``, ``pretty_name``, ``description``, ``pseudonymized``,
+            ``public_salt`` (whether pseudonyms used the public default salt).
         counts: rows per config.
         template: a template file; default ``echo_dataset/templates/echo_card.md.tmpl``.
         dataset_info: per-config ``dataset_info`` YAML entries (see :func:`front_matter`).
@@ -112,6 +146,14 @@ def render_card(
         )
     backend = context.get("backend")
     rows = [(c, counts.get(c, 0)) for c in CONFIG_NAMES]
+    empty = [c for c in CONFIG_NAMES if not counts.get(c, 0)]
+    empty_note = (
+        f"\n\nNo rows in this build: {', '.join(f'`{c}`' for c in empty)}. An empty config is not declared in the "
+        "metadata above (`datasets` cannot load a split of no rows), so `load_dataset` does not offer it; its "
+        "empty Parquet file is kept, and `echo_dataset.load_config` reads it as an empty dataset."
+        if empty
+        else ""
+    )
     if context.get("dropped") is not None:
         rows.append(("dropped (Trash / Discard)", context["dropped"]))
     stages = context.get("stages") or []
@@ -142,7 +184,7 @@ def render_card(
         target_model=context.get("target_model") or _UNKNOWN,
         collection_window=_window(context),
         baseline_note=baseline,
-        config_table=_table(("config", "rows"), rows),
+        config_table=_table(("config", "rows"), rows) + empty_note,
         stage_table=_table(
             ("stage", "in", "out", "failures"),
             [(s.get("name"), s.get("in"), s.get("out"), s.get("failures")) for s in stages],
@@ -152,17 +194,27 @@ def render_card(
         provenance=provenance,
         column_table=_table(("column", "meaning"), [(f"`{k}`", v) for k, v in COLUMN_DOCS.items()]),
         privacy_note=(
-            "Social-media handles (mentions, author fields, handles inside post URLs) are replaced by stable "
-            "pseudonyms `user_<8 hex>`."
+            "Account identifiers (handles, user ids and Bluesky DIDs in mentions, author fields, post, profile "
+            "and media URLs) are replaced by stable pseudonyms `user_<8 hex>`"
+            + (
+                " made with the public default salt: anyone can recompute the pseudonym of a known handle."
+                if context.get("public_salt")
+                else " made with a private salt that is not part of this dataset."
+            )
             if pseudonymized
             else "Handles were **not** pseudonymized."
         )
         + " Images and text remain the property of their authors; ask for removal through the dataset's"
         " discussion page.",
         license_note=context.get("license_note")
-        or f"`{license_id}`. The posts, prompts and images were published by their authors on social media.",
+        or (
+            DEFAULT_TERMS
+            if license_id == "other"
+            else f"`{license_id}`, as chosen by the builder of this dataset. The posts, prompts and images were "
+            "published by their authors on social media, who keep their rights in them."
+        ),
     )
     meta = yaml.safe_dump(
-        front_matter(context, dataset_info=dataset_info), sort_keys=False, allow_unicode=True
+        front_matter(context, dataset_info=dataset_info, counts=counts), sort_keys=False, allow_unicode=True
     )
     return f"---\n{meta}---\n\n{body.strip()}\n"

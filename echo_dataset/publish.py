@@ -1,13 +1,15 @@
 """Publish a hub-shaped ECHO folder to the Hugging Face Hub (through an injectable ``HfApi``).
 
 Everything that can be wrong is checked before any network work: the folder (each config's Parquet and the
-README), the token, and, with ``pseudonymize=True``, that the folder was written with pseudonymized handles.
+README), the token, and, with ``check_pseudonymized=True`` (the default), that the folder was written with
+pseudonymized handles.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from echo_dataset import CONFIG_NAMES, SPLIT
 from echo_dataset.errors import InvalidHubFolderError, MissingTokenError
 from echo_dataset.writer import ECHO_METADATA_KEY
 
-__all__ = ["publish", "upload_patterns", "validate_hub_folder"]
+__all__ = ["publish", "upload_patterns", "uses_public_salt", "validate_hub_folder"]
 
 
 def validate_hub_folder(folder: str | Path, *, require_pseudonymized: bool = False) -> list[Path]:
@@ -46,8 +48,9 @@ def validate_hub_folder(folder: str | Path, *, require_pseudonymized: bool = Fal
             meta = pq.read_schema(file).metadata or {}
             if not json.loads(meta.get(ECHO_METADATA_KEY, b"{}")).get("pseudonymized"):
                 raise InvalidHubFolderError(
-                    f"{file} was not written with pseudonymized handles; rewrite the folder with "
-                    "write_hub_folder(..., pseudonymize=True) or pass pseudonymize=False to publish knowingly"
+                    f"{file} was not written with pseudonymized handles; rebuild it (echo-bench build pseudonymizes "
+                    "by default; write_hub_folder(..., pseudonymize=True) in Python), or publish it knowingly "
+                    "with --skip-pseudonym-check (check_pseudonymized=False in Python)"
                 )
     return files
 
@@ -71,8 +74,9 @@ def publish(
     api: Any = None,
     token: str | None = None,
     private: bool = False,
-    pseudonymize: bool = True,
+    check_pseudonymized: bool = True,
     commit_message: str = "Upload ECHO benchmark (echo-bench)",
+    pseudonymize: bool | None = None,
 ) -> Any:
     """Create (or reuse) the dataset repo ``repo_id`` and upload ``folder`` to it in one commit.
 
@@ -83,10 +87,13 @@ def publish(
         token: Hub token; default ``$HF_TOKEN`` or the saved login (``huggingface_hub.get_token()``). Not needed
             when ``api`` is given (it carries its own authentication).
         private: create the repo private.
-        pseudonymize: refuse a folder whose Parquet files were written without pseudonymized handles.
+        check_pseudonymized: refuse a folder whose Parquet files were written without pseudonymized handles.
             Pseudonymization happens when writing (``write_hub_folder(..., pseudonymize=True)``, the default);
-            publishing only checks it, so the uploaded files are exactly the files on disk.
+            publishing only checks it and never changes a file, so the uploaded files are exactly the files on
+            disk. ``False`` skips the check (CLI: ``--skip-pseudonym-check``).
         commit_message: the upload's commit message.
+        pseudonymize: deprecated name of ``check_pseudonymized`` (it never pseudonymized anything); emits a
+            ``DeprecationWarning``.
 
     Returns:
         What ``upload_folder`` returned (a ``CommitInfo`` with the real API).
@@ -95,7 +102,14 @@ def publish(
         InvalidHubFolderError: the folder is incomplete or not pseudonymized (before any network work).
         MissingTokenError: no ``api`` and no token (before any network work).
     """
-    validate_hub_folder(folder, require_pseudonymized=pseudonymize)
+    if pseudonymize is not None:
+        warnings.warn(
+            "publish(pseudonymize=...) is deprecated: it only checks the folder; use check_pseudonymized=...",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        check_pseudonymized = pseudonymize
+    validate_hub_folder(folder, require_pseudonymized=check_pseudonymized)
     if "/" not in repo_id or repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise InvalidHubFolderError(f"repo_id must look like 'owner/name', got {repo_id!r}")
     if api is None:
@@ -127,3 +141,15 @@ def upload_patterns(folder: str | Path) -> list[str]:
     as POSIX paths relative to the folder (no other file of a build folder leaves the machine)."""
     root = Path(folder)
     return ["README.md", *(p.relative_to(root).as_posix() for p in validate_hub_folder(root))]
+
+
+def uses_public_salt(folder: str | Path) -> bool:
+    """Whether any Parquet file of ``folder`` records pseudonyms made with the public default salt
+    (``{"public_salt": true}`` in its metadata, as :func:`echo_dataset.writer.write_hub_folder` writes it)."""
+    import pyarrow.parquet as pq
+
+    for file in sorted(Path(folder).glob(f"*/{SPLIT}-*.parquet")):
+        meta = pq.read_schema(file).metadata or {}
+        if json.loads(meta.get(ECHO_METADATA_KEY, b"{}")).get("public_salt"):
+            return True
+    return False

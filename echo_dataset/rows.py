@@ -21,7 +21,8 @@ __all__ = ["INPUT_IMAGE_REVIEW", "route_sample_dict", "row_from_sample_dict"]
 INPUT_IMAGE_REVIEW = "input image"
 
 _FLAGS = ("face_identity", "structure", "no_color_shift", "text_rendering")
-_LABEL_OF_QUALITY = {"Benchmark": "Benchmark", "Analysis": "Manual Review", "Trash": "Discard"}
+_LABEL_OF_QUALITY = {"Benchmark": "Benchmark", "Analysis": "Analysis", "Trash": "Discard"}
+_TIERS = ("Benchmark", "Analysis", "Manual Review", "Discard")
 
 
 def _missing_inputs(sample: Mapping[str, Any]) -> bool:
@@ -32,22 +33,29 @@ def route_sample_dict(sample: Mapping[str, Any]) -> str | None:
     """The config of a sample (JSON form): ``image_to_image``, ``text_to_image``, ``analysis`` or ``None``.
 
     ECHO's routing: the final ``tier`` (or, before tiering, the extract ``quality``) Benchmark goes to
-    ``image_to_image`` when the sample has input images and to ``text_to_image`` otherwise; Analysis and Manual
-    Review go to ``analysis``; Trash and Discard are dropped (``None``; the writer's caller counts them). A
-    Benchmark sample that needs input images but has none goes to ``analysis`` (review: input image).
+    ``image_to_image`` when the sample has input images and to ``text_to_image`` otherwise; Analysis (tier or
+    quality) and Manual Review go to ``analysis``; Trash and Discard are dropped (``None``; the writer's caller
+    counts them). A Benchmark sample that needs input images but has none goes to ``analysis`` (review: input
+    image).
     """
-    tier = sample.get("tier")
-    label = tier if tier is not None else _LABEL_OF_QUALITY.get(sample.get("quality", "Analysis"))
-    if label not in ("Benchmark", "Manual Review", "Discard"):
-        raise RowError(
-            f"sample {sample.get('id')!r}: tier {tier!r} / quality {sample.get('quality')!r} is not one of "
-            "Benchmark, Manual Review, Discard / Benchmark, Analysis, Trash"
-        )
+    label = _label(sample)
     if label == "Discard":
         return None
-    if label == "Manual Review" or _missing_inputs(sample):
+    if label in ("Analysis", "Manual Review") or _missing_inputs(sample):
         return "analysis"
     return "image_to_image" if sample.get("input_images") else "text_to_image"
+
+
+def _label(sample: Mapping[str, Any]) -> str:
+    """The sample's final tier, or before tiering the tier its extract quality stands for."""
+    tier = sample.get("tier")
+    label = tier if tier is not None else _LABEL_OF_QUALITY.get(sample.get("quality", "Analysis"))
+    if label not in _TIERS:
+        raise RowError(
+            f"sample {sample.get('id')!r}: tier {tier!r} / quality {sample.get('quality')!r} is not one of "
+            f"{', '.join(_TIERS)} / Benchmark, Analysis, Trash"
+        )
+    return label
 
 
 def _iso_utc(value: Any) -> str | None:
@@ -79,7 +87,7 @@ def row_from_sample_dict(sample: Mapping[str, Any]) -> dict[str, Any]:
         raise RowError(f"a sample without an id cannot become a row: {dict(sample)!r:.200}")
     flags = sample.get("applicability") or {}
     review = sample.get("review")
-    if review is None and _missing_inputs(sample) and route_sample_dict(sample) == "analysis":
+    if review is None and _missing_inputs(sample) and _label(sample) in ("Benchmark", "Manual Review"):
         review = INPUT_IMAGE_REVIEW
     row: dict[str, Any] = {
         "id": str(sample["id"]),

@@ -9,7 +9,7 @@ id, no timestamps in any metadata).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,8 +94,12 @@ def encode_rows(
     media_root: str | Path | None = None,
     pseudonymize_rows: bool = True,
     salt: str = DEFAULT_SALT,
+    identifiers: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
     """Rows ready for ``features_for(config)``: images embedded, pseudonymized, sorted by id.
+
+    ``salt`` and ``identifiers`` (known account identifiers of the input) as in
+    :func:`echo_dataset.pseudonym.pseudonymize`.
 
     Raises:
         RowError: an unknown column, a duplicate id, or image and URL lists of different lengths.
@@ -104,7 +108,7 @@ def encode_rows(
     root = Path(media_root) if media_root is not None else None
     normalized = [_normalized(r, root) for r in rows]
     if pseudonymize_rows:
-        normalized = pseudonymize(normalized, salt=salt)
+        normalized = pseudonymize(normalized, salt=salt, identifiers=identifiers)
     normalized.sort(key=lambda r: r["id"])
     ids = [r["id"] for r in normalized]
     duplicates = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) != len(ids) else []
@@ -113,15 +117,16 @@ def encode_rows(
     return normalized
 
 
-def _write_parquet(rows: list[dict[str, Any]], config: str, path: Path, *, pseudonymized: bool) -> None:
+def _write_parquet(
+    rows: list[dict[str, Any]], config: str, path: Path, *, pseudonymized: bool, public_salt: bool
+) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     features = features_for(config)
     schema = features.arrow_schema
-    schema = schema.with_metadata(
-        {**(schema.metadata or {}), ECHO_METADATA_KEY: json.dumps({"pseudonymized": pseudonymized}).encode()}
-    )
+    record = {"pseudonymized": pseudonymized} | ({"public_salt": public_salt} if pseudonymized else {})
+    schema = schema.with_metadata({**(schema.metadata or {}), ECHO_METADATA_KEY: json.dumps(record).encode()})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
@@ -172,9 +177,16 @@ def write_hub_folder(
     card_context: Mapping[str, Any],
     pseudonymize: bool = True,
     salt: str = DEFAULT_SALT,
+    identifiers: Iterable[str] = (),
     card_template: str | Path | None = None,
 ) -> Path:
     """Write every ECHO config (an absent one as an empty table) and the dataset card into ``folder``.
+
+    The card's ``configs`` and ``dataset_info`` declare only the configs that have rows: ``datasets`` cannot
+    load a split of no rows (``load_dataset(folder, config)`` fails with "corresponds to no data"), so an empty
+    config is left undeclared (``load_dataset`` then names the configs available) while its empty Parquet file
+    stays for :func:`echo_dataset.loading.load_config`, which returns it as an empty ``Dataset`` with the
+    config's ``Features``.
 
     Args:
         rows_by_config: config name -> rows (see :mod:`echo_dataset.rows`; image columns hold paths relative to
@@ -187,7 +199,12 @@ def write_hub_folder(
             :func:`echo_dataset.card.card_context_from_report` builds one from a build's ``report.json``.
         pseudonymize: replace social-media handles by stable pseudonyms (on by default; see
             :mod:`echo_dataset.pseudonym`). Recorded in each Parquet file's metadata; :func:`publish` checks it.
-        salt: the pseudonym salt.
+        salt: the pseudonym salt. The default, :data:`echo_dataset.pseudonym.DEFAULT_SALT`, is public: anyone can
+            recompute the pseudonym of a known handle. ``echo-bench build`` passes a random per-build salt (or
+            the one of ``--salt-file``); the card says which kind was used, and each Parquet file's metadata
+            records ``public_salt``. The salt itself is written nowhere in ``folder``.
+        identifiers: known account identifiers of the input (authors' handles and user ids, see
+            :func:`echo_dataset.pseudonym.author_identifiers`), also replaced inside any URL.
         card_template: a card template instead of ``echo_dataset/templates/echo_card.md.tmpl``.
 
     Returns:
@@ -199,12 +216,18 @@ def write_hub_folder(
     root = Path(folder)
     encoded = {
         c: encode_rows(
-            rows_by_config.get(c, ()), c, media_root=media_root, pseudonymize_rows=pseudonymize, salt=salt
+            rows_by_config.get(c, ()),
+            c,
+            media_root=media_root,
+            pseudonymize_rows=pseudonymize,
+            salt=salt,
+            identifiers=identifiers,
         )
         for c in CONFIG_NAMES
     }
     context = dict(card_context)
     context.setdefault("pseudonymized", pseudonymize)
+    context.setdefault("public_salt", salt == DEFAULT_SALT)
     if not context.get("collection_window"):
         times = sorted(r["created_at"] for rows in encoded.values() for r in rows if r["created_at"])
         context["collection_window"] = (times[0], times[-1]) if times else None
@@ -215,8 +238,9 @@ def write_hub_folder(
         for stale in (root / config).glob(f"{SPLIT}-*.parquet"):
             stale.unlink()
         shard = root / config / SHARD_NAME
-        _write_parquet(rows, config, shard, pseudonymized=pseudonymize)
-        infos.append(_dataset_info(config, len(rows), shard.stat().st_size))
+        _write_parquet(rows, config, shard, pseudonymized=pseudonymize, public_salt=salt == DEFAULT_SALT)
+        if rows:  # a config of no rows is not declared: load_dataset cannot read an empty split
+            infos.append(_dataset_info(config, len(rows), shard.stat().st_size))
     readme = render_card(context, counts=counts, template=card_template, dataset_info=infos)
     (root / "README.md").write_text(readme, encoding="utf-8")
     return root

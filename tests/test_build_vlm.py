@@ -19,6 +19,7 @@ from PIL import Image
 from echo_builder.cli import cli
 from echo_builder.records import MediaRef, Post
 from tests.conftest import REPO_ROOT
+from tests.helpers.kill_resume import shared_salt_file
 from tests.helpers.media_server import MediaServer, Reply
 from tests.helpers.openai_server import FaultPlan
 
@@ -121,6 +122,8 @@ def _command(posts, out, server, *extra):
         "127.0.0.1",
         "--concurrency",
         "2",
+        "--salt-file",  # one salt for every build of these posts: separate builds compare byte for byte
+        str(shared_salt_file(posts)),
         *extra,
     ]
 

@@ -137,8 +137,11 @@ def test_publish_refuses_a_folder_written_without_pseudonyms(tmp_path: Path):
     with pytest.raises(InvalidHubFolderError, match="pseudonymize=True"):
         publish(folder, "me/echo", api=api)
     assert api.calls == []
-    publish(folder, "me/echo", api=api, pseudonymize=False)
+    publish(folder, "me/echo", api=api, check_pseudonymized=False)
     assert len(api.calls) == 2
+    with pytest.warns(DeprecationWarning, match="check_pseudonymized"):  # the old name still skips the check
+        publish(folder, "me/echo", api=api, pseudonymize=False)
+    assert len(api.calls) == 4
     assert len(validate_hub_folder(folder)) == 3
 
 

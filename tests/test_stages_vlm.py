@@ -85,7 +85,7 @@ def test_tier_and_routing():
         ("Manual Review", "output image"),
         ("Manual Review", "input image"),
         ("Manual Review", "prompt"),
-        ("Manual Review", None),
+        ("Analysis", None),  # its own tier, not a Manual Review without a reason
         ("Discard", None),
         ("Benchmark", None),
     ]
@@ -239,3 +239,8 @@ def test_vlm_tier_can_demote_never_promote(openai_server, tmp_path):
     openai_server.reply = lambda body: '{"tier": "Excellent"}'
     failed = run_tier([good], caller=_vlm(openai_server, tmp_path / "b"), store_root=store)
     assert failed.samples[0].tier == "Benchmark" and failed.failures[0].stage == "tier"
+    # Manual Review always comes with its reason: an answer without one is a failed answer, not a reasonless tier
+    openai_server.reply = lambda body: '{"tier": "Manual Review", "review": null}'
+    reasonless = run_tier([good], caller=_vlm(openai_server, tmp_path / "c"), store_root=store)
+    assert [(s.tier, s.review) for s in reasonless.samples] == [("Benchmark", None)]
+    assert reasonless.failures[0].stage == "tier" and "review" in reasonless.failures[0].reason

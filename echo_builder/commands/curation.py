@@ -80,10 +80,24 @@ __all__ = ["build", "publish"]
     "--pseudonymize/--no-pseudonymize",
     default=True,
     show_default=True,
-    help="Replace social-media handles in the dataset's text and author fields.",
+    help="Replace account identifiers (handles, user ids, DIDs) in the dataset's text, URLs and author fields.",
 )
 @click.option(
-    "--license", "license_id", default="cc-by-4.0", show_default=True, help="Dataset license for the card."
+    "--salt-file",
+    metavar="FILE",  # checked by the build (one 'error:' line naming the file), not by click
+    help="File holding the pseudonym salt (at least 16 characters), to give several builds the same pseudonyms. "
+    "Default: a random salt per build. Either way it is kept in OUT/stages/salt (reused by --resume), never in "
+    "the dataset nor in what publish uploads.",
+)
+@click.option(
+    "--license",
+    "license_id",
+    metavar="ID",
+    default="other",
+    show_default=True,
+    help="The card's license (a Hub license id). The default 'other' claims no rights: the card states that the "
+    "posts and images remain their authors' and are shared for research evaluation. Set an open license such as "
+    "cc-by-4.0 only if you hold the rights to grant it.",
 )
 def build(
     sources: tuple[str, ...],
@@ -105,6 +119,7 @@ def build(
     media_allow: tuple[str, ...],
     allow_private_media: bool,
     pseudonymize: bool,
+    salt_file: str | None,
     license_id: str,
 ) -> None:
     """Curate posts from SOURCES (export files or folders) into benchmark samples.
@@ -144,6 +159,7 @@ def build(
         media_allow=media_allow,
         allow_private_media=allow_private_media,
         pseudonymize=pseudonymize,
+        salt_file=salt_file,
         license=license_id,
     )
     header_shown = False
@@ -191,18 +207,53 @@ def build(
 @click.option("--private", is_flag=True, help="Create the repository as private.")
 @click.option("--token", envvar="HF_TOKEN", help="Hub token (default: $HF_TOKEN or the saved login).")
 @click.option(
-    "--pseudonymize/--no-pseudonymize",
-    default=True,
-    show_default=True,
-    help="Refuse to upload a dataset whose handles were not pseudonymized at build time.",
+    "--skip-pseudonym-check",
+    is_flag=True,
+    help="Upload even a dataset built with --no-pseudonymize. By default publish refuses it; publish itself "
+    "never changes a file (pseudonymization happens at build time).",
 )
-def publish(directory: str, repo_id: str, private: bool, token: str | None, pseudonymize: bool) -> None:
-    """Upload a built dataset folder (every config's Parquet and the card) to the Hub in one commit."""
+# deprecated spellings: --no-pseudonymize for --skip-pseudonym-check; --pseudonymize, the default check
+@click.option("--no-pseudonymize", "old_skip", is_flag=True, hidden=True)
+@click.option("--pseudonymize", "old_check", is_flag=True, hidden=True)
+def publish(
+    directory: str,
+    repo_id: str,
+    private: bool,
+    token: str | None,
+    skip_pseudonym_check: bool,
+    old_skip: bool,
+    old_check: bool,
+) -> None:
+    """Upload a built dataset folder (every config's Parquet and the card) to the Hub in one commit.
+
+    Only README.md and each config's Parquet files are uploaded: the raw stage files, the pseudonym salt
+    (OUT/stages/salt), the call cache and the media store stay on this machine.
+    """
     from echo_dataset.errors import EchoDatasetError
     from echo_dataset.publish import publish as run_publish
+    from echo_dataset.publish import uses_public_salt
 
+    if old_skip:
+        click.echo(
+            "warning: --no-pseudonymize is deprecated (publish never pseudonymizes, it only checks); "
+            "use --skip-pseudonym-check",
+            err=True,
+        )
+        skip_pseudonym_check = True
+    if old_check:
+        click.echo(
+            "warning: --pseudonymize is deprecated; publish checks pseudonymization by default", err=True
+        )
     try:
-        result = run_publish(directory, repo_id, token=token, private=private, pseudonymize=pseudonymize)
+        result = run_publish(
+            directory, repo_id, token=token, private=private, check_pseudonymized=not skip_pseudonym_check
+        )
     except EchoDatasetError as exc:
         raise click.ClickException(redact(str(exc))) from None
     click.echo(f"published {directory} to https://huggingface.co/datasets/{repo_id} ({result})")
+    if uses_public_salt(directory):
+        click.echo(
+            "warning: the pseudonyms were made with the public default salt, so anyone can recompute the "
+            "pseudonym of a known handle; `echo-bench build` uses a private salt per build",
+            err=True,
+        )

@@ -1,8 +1,10 @@
 """``tier`` and ``applicability``: the final quality label, and which fine-grained metrics apply (ECHO Flow 1).
 
-Tier: Benchmark / Manual Review (with the reason: ``prompt``, ``input image`` or ``output image``) / Discard.
-Routing (see :func:`route`): Benchmark with inputs -> ``image_to_image``, without -> ``text_to_image``; Analysis
-and Manual Review -> ``analysis``; Trash / Discard are dropped and counted. The structural checks are rules that
+Tier: Benchmark / Analysis / Manual Review (always with the reason: ``prompt``, ``input image`` or
+``output image``) / Discard. A sample the extract stage labelled Analysis (a discussion of the model rather than
+a reproducible task) keeps the tier Analysis: it is not a sample with something to review. Routing (see
+:func:`route`): Benchmark with inputs -> ``image_to_image``, without -> ``text_to_image``; Analysis and Manual
+Review -> ``analysis``; Trash / Discard are dropped and counted. The structural checks are rules that
 hold whoever labels the sample: a sample without a usable output image cannot be Benchmark, nor a task that
 needs the user's photo when no input image was found, nor an unfilled template or an unread screenshot.
 
@@ -21,13 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from echo_builder.backends.base import GenerationParams, Message, TextPart
 from echo_builder.backends.caller import CallRequest, ModelCaller
 from echo_builder.backends.rules import register_rule
 from echo_builder.judge.prompts import quote_slot
-from echo_builder.records import ApplicabilityFlags, Sample
+from echo_builder.records import ApplicabilityFlags, ReviewReason, Sample, Tier
 from echo_builder.stages.base import StageFailure
 
 __all__ = [
@@ -74,12 +76,14 @@ def route(sample: Sample) -> str | None:
     return route_sample_dict(sample.model_dump(mode="json"))
 
 
-def structural_tier(sample: Sample) -> tuple[Literal["Benchmark", "Manual Review", "Discard"], str | None]:
-    """The tier the structure of a sample allows, with the review reason (ECHO's three) when it is not Benchmark."""
+def structural_tier(sample: Sample) -> tuple[Tier, ReviewReason | None]:
+    """The tier the structure of a sample allows: Discard (quality Trash), Analysis (quality Analysis), Manual
+    Review with its reason (ECHO's three) or Benchmark. The reason is ``None`` exactly when the tier is not
+    Manual Review."""
     if sample.quality == "Trash":
         return "Discard", None
     if sample.quality == "Analysis":
-        return "Manual Review", None
+        return "Analysis", None
     if not any(ref.sha256 or ref.path for ref in sample.output_images):
         return "Manual Review", "output image"
     if sample.needs_input_images and not sample.input_images:
@@ -92,12 +96,19 @@ def structural_tier(sample: Sample) -> tuple[Literal["Benchmark", "Manual Review
 
 
 class TierAnswer(BaseModel):
-    """A VLM's tier for one sample, with the review reason for Manual Review."""
+    """A VLM's tier for one sample, with the review reason for Manual Review (an answer of Manual Review without
+    a reason does not validate: it counts as a failed answer and the structural tier stays)."""
 
     model_config = ConfigDict(extra="ignore")
 
     tier: Literal["Benchmark", "Manual Review", "Discard"]
-    review: Literal["prompt", "input image", "output image"] | None = None
+    review: ReviewReason | None = None
+
+    @model_validator(mode="after")
+    def _reason(self) -> TierAnswer:
+        if self.tier == "Manual Review" and self.review is None:
+            raise ValueError('"Manual Review" needs "review": "prompt", "input image" or "output image"')
+        return self
 
 
 TIER_VERSION = "tier-v1"

@@ -309,14 +309,23 @@ def draw_kills(
 
 
 def build_command(posts: Path, out: Path, server: Any, concurrency: int = 4) -> list[str]:
-    """The ``echo-bench build`` command line of the kill-and-resume trials."""
+    """The ``echo-bench build`` command line of the kill-and-resume trials (one pseudonym salt file beside the
+    posts, shared by every build of them, so that separate builds give byte-identical datasets)."""
     import sys
 
     return [
         sys.executable, "-m", "echo_builder.cli", "build", str(posts), "--out", str(out),
         "--backend", "openai:vlm", "--base-url", server.base_url, "--target-model", "GPT-4o",
-        "--media-allow", "127.0.0.1", "--concurrency", str(concurrency),
+        "--media-allow", "127.0.0.1", "--concurrency", str(concurrency), "--salt-file", str(shared_salt_file(posts)),
     ]  # fmt: skip
+
+
+def shared_salt_file(posts: Path) -> Path:
+    """A fixed pseudonym salt file beside ``posts`` (written once), for builds that must compare byte for byte."""
+    salt = Path(posts).parent / "test-salt.txt"
+    if not salt.is_file():
+        salt.write_text("test-salt-shared-by-builds-0123456789\n", encoding="utf-8")
+    return salt
 
 
 def judge_command(sc: JudgeScenario, out: Path, server: Any, concurrency: int = 4) -> list[str]:

@@ -308,6 +308,7 @@ def fault_plan(rate: float, seed: int) -> Any:
 def run_build(posts: Path, out: Path, server: Any, *, max_attempts: int, concurrency: int = 8) -> Any:
     """``build`` in this process with a :data:`TIMEOUT_S` per attempt (fast waits: :func:`fast_retries`)."""
     from echo_builder.pipeline import BuildConfig, build
+    from tests.helpers.kill_resume import shared_salt_file
 
     return build(
         BuildConfig(
@@ -321,6 +322,7 @@ def run_build(posts: Path, out: Path, server: Any, *, max_attempts: int, concurr
             concurrency=concurrency,
             timeout_s=TIMEOUT_S,
             max_attempts=max_attempts,
+            salt_file=shared_salt_file(posts),  # faulted and clean builds compare byte for byte
         )
     )
 

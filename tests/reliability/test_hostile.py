@@ -510,6 +510,59 @@ def flow_relevance_injection(case: dict[str, Any], ws: Workspace) -> Observed:
     return observed
 
 
+def _leaked_identifiers(source: Path, out: Path) -> list[str]:
+    """The input's account identifiers (authors' handles and ids, every DID in the file and its method-specific
+    part) found in any file ``publish`` would upload from ``out``."""
+    import re
+
+    import pyarrow.parquet as pq
+
+    from echo_builder.sources import read_posts
+    from echo_dataset.publish import upload_patterns
+
+    found = {v.lstrip("@") for p in read_posts([source]).posts for v in (p.author, p.author_id) if v}
+    raw = source.read_text(encoding="utf-8", errors="replace").replace("%3A", ":")
+    for did in re.findall(r"did:[a-z0-9]+:[A-Za-z0-9._-]+", raw):
+        found |= {did, did.split(":", 2)[2]}
+    texts = []
+    for name in upload_patterns(out):
+        path = out / name
+        if path.suffix == ".parquet":
+            texts.append(
+                json.dumps(pq.read_table(path).drop_columns(["input_images", "output_images"]).to_pylist())
+            )
+        else:
+            texts.append(path.read_text(encoding="utf-8"))
+    text = "\n".join(texts)
+    return sorted(
+        i
+        for i in found
+        if len(i) >= 3 and re.search(rf"(?<![A-Za-z0-9]){re.escape(i)}(?![A-Za-z0-9])", text, re.I)
+    )
+
+
+def flow_privacy(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``build`` (as flow build), with ``input.salt`` (text), ``input.salt_hex`` (bytes) or ``input.salt_folder``
+    given as ``--salt-file``; facts ``dataset_rows`` and ``leaked_identifiers`` (see :func:`_leaked_identifiers`)."""
+    data = case.get("input") or {}
+    extra: tuple[str, ...] = ()
+    if {"salt", "salt_hex", "salt_folder"} & set(data):
+        salt = ws.inputs / "salt.txt"
+        if "salt" in data:
+            salt.write_text(data["salt"], encoding="utf-8")
+        elif "salt_hex" in data:
+            salt.write_bytes(bytes.fromhex(data["salt_hex"]))
+        else:
+            salt.mkdir()
+        extra = ("--salt-file", str(salt))
+    source = ws.source(case["file"])
+    observed = _build(ws, source, extra=extra)
+    if (ws.out / "README.md").is_file():
+        observed.facts["dataset_rows"] = len(_dataset_rows(ws.out))
+        observed.facts["leaked_identifiers"] = _leaked_identifiers(source, ws.out)
+    return observed
+
+
 FLOWS: dict[str, Callable[[dict[str, Any], Workspace], Observed]] = {
     name.removeprefix("flow_"): fn for name, fn in globals().items() if name.startswith("flow_")
 }
