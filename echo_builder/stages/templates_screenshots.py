@@ -278,7 +278,7 @@ def run_screenshots(
         except (ImageError, OSError) as exc:
             result.failures.append(StageFailure("screenshots", sample.id, f"unreadable screenshot: {exc}"))
             continue
-        frame = backend.vision_frame(*sent) if backend is not None else sent
+        frame = backend.vision_frame(*sent) if backend is not None and fmt == "pixels" else sent
         text = _SHOT_USER.format(box_format=box_format_prompt(fmt, frame), order=order)  # type: ignore[arg-type]
         request = CallRequest(
             (Message("system", (TextPart(_SHOT_SYSTEM),)), Message("user", (part, TextPart(text)))),
