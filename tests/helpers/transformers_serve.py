@@ -9,6 +9,7 @@ file and shown when it fails to start.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -57,7 +58,6 @@ def transformers_serve(model_dir: str | Path, *, deadline_s: float = STARTUP_DEA
             'transformers serve needs the serving extra: pip install "transformers[serving]"'
         )
     with tempfile.TemporaryDirectory(prefix="echo-serve-") as tmp:
-        port = free_loopback_port()
         env = dict(
             os.environ,
             HF_HUB_OFFLINE="1",
@@ -68,38 +68,67 @@ def transformers_serve(model_dir: str | Path, *, deadline_s: float = STARTUP_DEA
             TOKENIZERS_PARALLELISM="false",
         )
         log_path = Path(tmp) / "serve.log"
-        command = [
-            sys.executable,
-            "-c",
-            "import sys; from transformers.cli.transformers import main; sys.exit(main())",
-            "serve",
-            str(model_dir),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--device",
-            "cpu",
-            "--dtype",
-            "float32",
-        ]
-        with open(log_path, "wb") as log:
-            process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + deadline_s
-            while not _healthy(f"http://127.0.0.1:{port}/health"):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    why = (
-                        "exited" if process.poll() is not None else f"gave no /health within {deadline_s:g} s"
-                    )
-                    tail = log_path.read_text(errors="replace")[-3000:]
-                    raise ServeUnavailable(f"transformers serve {why}:\n{tail}")
-                time.sleep(0.25)
-            yield f"http://127.0.0.1:{port}/v1"
-        finally:
-            process.terminate()
+        for attempt in range(3):  # the free port may be taken while the model loads: try another one
+            port = free_loopback_port()
+            process = _start(model_dir, port, env, log_path)
             try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=15)
+                deadline = time.monotonic() + deadline_s
+                while not (process.poll() is None and _serves(port, str(model_dir))):
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        tail = log_path.read_text(errors="replace")[-3000:]
+                        if process.poll() is not None and "address already in use" in tail and attempt < 2:
+                            break
+                        why = (
+                            "exited"
+                            if process.poll() is not None
+                            else f"did not serve within {deadline_s:g} s"
+                        )
+                        raise ServeUnavailable(f"transformers serve {why}:\n{tail}")
+                    time.sleep(0.25)
+                else:
+                    yield f"http://127.0.0.1:{port}/v1"
+                    return
+            finally:
+                _stop(process)
+
+
+def _start(model_dir: str | Path, port: int, env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from transformers.cli.transformers import main; sys.exit(main())",
+        "serve",
+        str(model_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+    ]
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _serves(port: int, model: str) -> bool:
+    """``/health`` answers and ``/v1/models`` lists ``model``: it is our server, not another on a reused port."""
+    if not _healthy(f"http://127.0.0.1:{port}/health"):
+        return False
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as response:
+            return any(m.get("id") == model for m in json.loads(response.read()).get("data", []))
+    except (OSError, ValueError):
+        return False
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=15)
