@@ -2,7 +2,8 @@
 
 The ``openai`` client quotes only ``{"error": {"message": ...}}``. FastAPI servers (``transformers serve``) answer
 ``{"detail": "..."}`` or a list of validation errors, TGI ``{"error": "..."}``, proxies plain text; without the
-explanation a user sees only ``Error code: 400``. A 400/404 also lists the models the server serves.
+explanation a user sees only ``Error code: 400``. A 404, or a 400 naming the model asked for, also lists the
+models the server serves.
 """
 
 from __future__ import annotations
@@ -91,14 +92,15 @@ def test_the_servers_explanation_is_in_the_error(server, body, content_type, quo
     with pytest.raises(PermanentBackendError, match="HTTP 400") as failed:
         _call(server)
     assert quoted in str(failed.value)
-    assert "the server lists" not in str(failed.value)  # the model asked for is served: no hint
+    assert "the server lists" not in str(failed.value)
+    assert server.model_list_requests == 0  # a 400 about something else than the model name lists nothing
 
 
 def test_a_plain_text_500_is_retryable_and_quoted(server):
     server.status, server.body, server.content_type = 500, b"Internal Server Error", "text/plain"
     with pytest.raises(RetryableBackendError, match=r"HTTP 500.*Internal Server Error"):
         _call(server)
-    assert server.model_list_requests == 0  # only a refused request (400/404) asks for the model list
+    assert server.model_list_requests == 0  # only a refused model name asks for the model list
 
 
 def test_a_refused_model_name_lists_the_served_models(server):
@@ -111,3 +113,14 @@ def test_a_refused_model_name_lists_the_served_models(server):
         assert "(the server lists: served-model; use openai:<one of them>)" in str(failed.value)
     assert server.model_list_requests == 1  # asked once per backend
     assert backend.list_models() == ["served-model"]
+
+
+def test_a_404_for_an_unknown_model_lists_the_served_models_and_a_served_one_gets_no_hint(server):
+    server.status, server.body = 404, b'{"error": {"message": "The model `gpt-5` does not exist."}}'
+    with pytest.raises(PermanentBackendError) as failed:
+        _call(server, "gpt-5")
+    assert "does not exist" in str(failed.value) and "(the server lists: served-model;" in str(failed.value)
+    server.models = ("models/served-model",)  # Gemini's endpoint lists "models/<name>"
+    with pytest.raises(PermanentBackendError) as failed:
+        _call(server, "served-model")
+    assert "the server lists" not in str(failed.value)

@@ -271,8 +271,13 @@ class OpenAIBackend(Backend):
             translated = translate_openai_error(exc, self.backend_id)
             if translated is exc:
                 raise
-            if isinstance(translated, PermanentBackendError) and translated.status_code in (400, 404):
-                # e.g. a server pinned to another model name: say which names it serves
+            if (
+                isinstance(translated, PermanentBackendError)
+                and (
+                    translated.status_code == 404
+                    or (translated.status_code == 400 and self.target in str(translated))
+                )
+            ):  # a model name the server does not serve (vLLM, OpenAI: 404; transformers serve: 400): list them
                 translated = PermanentBackendError(
                     f"{translated.args[0]}{await self._served_models_hint()}",
                     backend_id=self.backend_id,
@@ -305,7 +310,7 @@ class OpenAIBackend(Backend):
             except (BackendError, asyncio.TimeoutError):
                 models = []
             self._served_models = models
-        if not models or self.target in models:
+        if not models or self.target in models or f"models/{self.target}" in models:
             return ""
         return f" (the server lists: {', '.join(models[:10])}; use openai:<one of them>)"
 
