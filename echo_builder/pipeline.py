@@ -456,6 +456,7 @@ def _later_stages(
                 "out": len(done.samples),
                 "failures": len(done.failures),
                 "notes": done.notes,
+                **getattr(done, "info", {}),  # e.g. the screenshots stage's box_format
             },
             started,
         )

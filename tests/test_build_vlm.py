@@ -95,10 +95,12 @@ def scripted(body):
         if "<prompt>\n\n</prompt>" in text:
             return '{"inputs": [], "outputs": [0], "conversation_screenshot": true}'
         return '{"inputs": [], "outputs": [0]}'
-    if "screenshots precisely" in system:
-        return json.dumps(
-            {"prompt": "make the square red", "boxes": [{"role": "output", "bbox": [20, 400, 180, 700]}]}
-        )
+    if "screenshots precisely" in system:  # pixels of the image it was sent (the 200 x 800 shot, resized)
+        from tests.test_judge import _images
+
+        width, height = _images(body)[0].size
+        box = [20 * width / 200, 400 * height / 800, 180 * width / 200, 700 * height / 800]
+        return json.dumps({"prompt": "make the square red", "boxes": [{"role": "output", "bbox": box}]})
     if "last quality check" in system:
         return '{"tier": "Benchmark", "review": null}'
     if "which automatic metrics" in system:
@@ -154,6 +156,7 @@ def test_build_follows_the_scripted_vlm(openai_server, tmp_path):
     stages = {s["name"]: s for s in report["stages"]}
     assert stages["applicability"]["configs"] == {"image_to_image": 1, "text_to_image": 2, "analysis": 0}
     assert stages["tier"]["Benchmark"] == 3 and report["versions"]["prompts"]["tier"] == "tier-v1"
+    assert stages["screenshots"]["box_format"] == "pixels"  # how the boxes were read is part of the report
 
 
 @pytest.mark.slow

@@ -199,17 +199,19 @@ def test_screenshots_boxes_and_crops(openai_server, tmp_path):
     shot.paste((200, 0, 0), (50, 400, 350, 700))  # the generated image
     store, [ref] = _store_with(tmp_path, [shot])
     openai_server.reply = lambda body: json.dumps(
-        {
+        {  # 0-1000 normalised [x1, y1, x2, y2] on the 400 x 800 screenshot (-o box_format=norm1000)
             "prompt": "make it red",
             "boxes": [
-                {"role": "input", "bbox": [50, 100, 250, 300]},
-                {"role": "output", "bbox": [50, 400, 350, 900]},
-                {"role": "output", "bbox": [10, 10, 15, 15]},
+                {"role": "input", "bbox": [125, 125, 625, 375]},
+                {"role": "output", "bbox": [125, 500, 875, 1125]},
+                {"role": "output", "bbox": [25, 12.5, 37.5, 18.75]},
             ],
         }
     )
     sample = _sample("", outputs=[ref], is_screenshot=True)
-    result = run_screenshots([sample], caller=_vlm(openai_server, tmp_path), store_root=store)
+    caller = _vlm(openai_server, tmp_path)
+    caller.backend.box_format_option = "norm1000"
+    result = run_screenshots([sample], caller=caller, store_root=store)
     [out] = result.samples
     assert out.prompt == "make it red"
     assert [(b.role, b.x1, b.y1, b.x2, b.y2) for b in out.input_bboxes] == [

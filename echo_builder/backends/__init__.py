@@ -147,6 +147,8 @@ def create_backend(spec: str, **options: Any) -> Backend:
     Args:
         spec: ``"<name>:<target>"``, e.g. ``"openai:gpt-4o"``, ``"transformers:/models/qwen2.5-vl"``, ``"rules"``.
         **options: validated by the backend's own config model; unknown keys raise :class:`ConfigError`.
+            ``box_format`` (``pixels``, ``norm1000`` or ``norm1000_yx``) is taken by every backend: how the model
+            writes boxes (default by model family, see :mod:`echo_builder.backends.boxes`).
 
     Raises:
         ConfigError: unknown backend, missing target, or invalid options.
@@ -155,7 +157,14 @@ def create_backend(spec: str, **options: Any) -> Backend:
     name, target = parse_spec(spec)
     if _INFO[name].needs_target and not target:
         raise ConfigError(f"backend {name!r} needs a target after ':' (e.g. '{name}:<model>'), got {spec!r}")
-    return _resolve(name)(target, **options)  # type: ignore[call-arg]
+    box_format = options.pop("box_format", None)  # every backend's option; see echo_builder.backends.boxes
+    if box_format is not None:
+        from echo_builder.backends.boxes import resolve_box_format
+
+        box_format = resolve_box_format(str(box_format), target)
+    backend = _resolve(name)(target, **options)  # type: ignore[call-arg]
+    backend.box_format_option = box_format
+    return backend
 
 
 def list_backends() -> list[BackendInfo]:

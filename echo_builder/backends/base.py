@@ -282,8 +282,30 @@ class Backend(ABC):
     native_batching: ClassVar[bool] = False
     needs_target: ClassVar[bool] = True
 
+    #: the ``box_format`` option given at creation (see :mod:`echo_builder.backends.boxes`); ``None``: by model name
+    box_format_option: str | None = None
+
     def __init__(self, target: str) -> None:
         self.target = target
+
+    @property
+    def box_format(self) -> str:
+        """How this model writes boxes: ``pixels``, ``norm1000`` or ``norm1000_yx``.
+
+        The ``box_format`` option when given, else the default of the model family named by :attr:`target`
+        (:func:`echo_builder.backends.boxes.default_box_format`).
+        """
+        from echo_builder.backends.boxes import resolve_box_format
+
+        return resolve_box_format(self.box_format_option, self.target)
+
+    def vision_frame(self, width: int, height: int) -> tuple[int, int]:
+        """(width, height) in pixels of the image the model sees when sent a ``width`` x ``height`` image.
+
+        The frame of ``pixels`` boxes. The base class assumes the image is seen as sent; backends whose model
+        resizes images itself (Qwen2-VL-style processors) override this.
+        """
+        return width, height
 
     @property
     def backend_id(self) -> str:

@@ -30,8 +30,10 @@ from echo_builder.backends.base import (
     TokenLogprob,
     Usage,
     normalise_candidates,
+    run_sync,
 )
 from echo_builder.errors import (
+    BackendError,
     ConfigError,
     LogprobsUnavailableError,
     MissingDependencyError,
@@ -168,13 +170,31 @@ class OpenAIConnection:
                 await client.close()
 
 
+def _server_explanation(exc: Exception) -> str:
+    """`` - <why>`` from an error body the ``openai`` client does not quote, else ``""``.
+
+    The client quotes only OpenAI's ``{"error": {"message": ...}}``. Other OpenAI-compatible servers explain
+    themselves differently: FastAPI servers (``transformers serve``) with ``{"detail": "..."}`` or a list of
+    validation errors, TGI and ``transformers serve``'s 503 with ``{"error": "..."}``, others with plain text.
+    """
+    if " - " in str(exc):
+        return ""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        body = next((body[k] for k in ("detail", "error", "message") if body.get(k)), body)
+    if isinstance(body, list):  # FastAPI validation errors: [{"loc": [...], "msg": "..."}]
+        body = "; ".join(str(e.get("msg", e)) if isinstance(e, dict) else str(e) for e in body)
+    text = " ".join(str(body).split()) if body not in (None, "", {}) else ""
+    return f" - {text[:300]}" if text else ""
+
+
 def translate_openai_error(exc: Exception, who: str) -> Exception:
     """An ``openai`` client exception as :class:`RetryableBackendError` (timeouts, dropped connections, 408/409/
     425/429, 5xx with the server's ``Retry-After``, unreadable replies) or :class:`PermanentBackendError` (other
     4xx and client errors); anything else is returned unchanged. Messages are redacted."""
     import openai
 
-    message = redact(f"{type(exc).__name__}: {exc}")
+    message = redact(f"{type(exc).__name__}: {exc}{_server_explanation(exc)}")
     if isinstance(exc, openai.APITimeoutError):
         return RetryableBackendError(f"timed out: {message}", backend_id=who)
     if isinstance(exc, openai.APIConnectionError):
@@ -251,7 +271,48 @@ class OpenAIBackend(Backend):
             translated = translate_openai_error(exc, self.backend_id)
             if translated is exc:
                 raise
+            if (
+                isinstance(translated, PermanentBackendError)
+                and (
+                    translated.status_code == 404
+                    or (translated.status_code == 400 and self.target in str(translated))
+                )
+            ):  # a model name the server does not serve (vLLM, OpenAI: 404; transformers serve: 400): list them
+                translated = PermanentBackendError(
+                    f"{translated.args[0]}{await self._served_models_hint()}",
+                    backend_id=self.backend_id,
+                    status_code=translated.status_code,
+                )
             raise translated from None
+
+    async def alist_models(self) -> list[str]:
+        """Ids of the models the server lists at ``GET /models`` (``transformers serve`` lists the folder path or
+        Hub id it was started with). Raises :class:`~echo_builder.errors.BackendError` when it cannot list."""
+        try:
+            page = await self.connection.client().models.list()
+            return [m.id for m in page.data]
+        except Exception as exc:
+            translated = translate_openai_error(exc, self.backend_id)
+            if translated is exc:
+                raise
+            raise translated from None
+
+    def list_models(self) -> list[str]:
+        """Synchronous :meth:`alist_models`."""
+        return run_sync(self.alist_models())
+
+    async def _served_models_hint(self) -> str:
+        """`` (the server lists: ...)`` when the server's model list (asked once) lacks :attr:`target`."""
+        models = getattr(self, "_served_models", None)
+        if models is None:
+            try:
+                models = await asyncio.wait_for(self.alist_models(), timeout=min(10.0, self.config.timeout_s))
+            except (BackendError, asyncio.TimeoutError):
+                models = []
+            self._served_models = models
+        if not models or self.target in models or f"models/{self.target}" in models:
+            return ""
+        return f" (the server lists: {', '.join(models[:10])}; use openai:<one of them>)"
 
     def _reply(self, completion: Any, params: GenerationParams, latency: float) -> Reply:
         if isinstance(completion, (str, bytes)) or not getattr(completion, "choices", None):

@@ -85,6 +85,25 @@ def _partial_state() -> Any:
     return PartialState(cpu=not has_accelerator)
 
 
+def _processor_frame(image_processor: Any, width: int, height: int) -> tuple[int, int]:
+    """The size a Qwen2-VL-style image processor resizes a ``width`` x ``height`` image to (else unchanged)."""
+    patch = getattr(image_processor, "patch_size", None)
+    merge = getattr(image_processor, "merge_size", None)
+    size = getattr(image_processor, "size", None) or {}
+    min_pixels = getattr(image_processor, "min_pixels", None) or size.get("shortest_edge")
+    max_pixels = getattr(image_processor, "max_pixels", None) or size.get("longest_edge")
+    if not (
+        isinstance(patch, int) and isinstance(merge, int) and isinstance(min_pixels, int) and max_pixels
+    ) or not getattr(image_processor, "do_resize", True):
+        return width, height
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+    new_height, new_width = smart_resize(
+        height, width, factor=patch * merge, min_pixels=min_pixels, max_pixels=int(max_pixels)
+    )
+    return int(new_width), int(new_height)
+
+
 @register_backend
 class TransformersBackend(Backend):
     """A local VLM through transformers. The model loads on first use; see :class:`TransformersConfig`."""
@@ -165,6 +184,14 @@ class TransformersBackend(Backend):
     @property
     def model_snapshot(self) -> str | None:
         return self._snapshot
+
+    def vision_frame(self, width: int, height: int) -> tuple[int, int]:
+        """(width, height) the model sees: for Qwen2-VL-style image processors (``patch_size``, ``merge_size``,
+        min/max pixels) the image after their own resize to multiples of ``patch_size * merge_size`` within the
+        pixel budget, which is the frame Qwen2.5-VL writes ``pixels`` boxes in; unchanged for other processors.
+        Loads the model on first use."""
+        self._load()
+        return _processor_frame(getattr(self._processor, "image_processor", None), width, height)
 
     # -- rendering ------------------------------------------------------------------------------------------------------
     def _render(self, messages: Sequence[Message]) -> tuple[str, list[Any]]:

@@ -46,10 +46,48 @@ def canonical(body: dict[str, Any]) -> str:
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
-def _png(rgb: tuple[int, int, int], size: tuple[int, int] = (48, 48), box: bool = False) -> bytes:
+#: a screenshot carries its thread number in the pixels as well (the VLM is sent a resized copy and is no longer
+#: told the original size): 8 blocks side by side across the full width of the top 24 px, 3 bits each (channels
+#: 0 or 255), read back at the blocks' centres whatever the resize
+_CODE_HEIGHT, _CODE_BLOCKS = 24, 8
+
+
+def _draw_code(img: Image.Image, i: int) -> None:
+    for k in range(_CODE_BLOCKS):
+        bits = (i >> (3 * k)) & 7
+        rgb = tuple(255 if bits >> c & 1 else 0 for c in range(3))
+        left, right = k * img.width // _CODE_BLOCKS, (k + 1) * img.width // _CODE_BLOCKS
+        img.paste(rgb, (left, 0, right, _CODE_HEIGHT))
+
+
+def _read_code(img: Image.Image) -> int:
+    """The thread number drawn by :func:`_draw_code` on a (possibly resized) screenshot."""
+    i = 0
+    for k in range(_CODE_BLOCKS):
+        rgb = img.getpixel((int((k + 0.5) * img.width / _CODE_BLOCKS), _CODE_HEIGHT // 3))
+        i |= sum(1 << c for c in range(3) if rgb[c] > 127) << (3 * k)
+    return i
+
+
+def _sent_images(body: dict[str, Any]) -> list[Image.Image]:
+    import base64
+
+    out = []
+    for part in body["messages"][1]["content"]:
+        if isinstance(part, dict) and part.get("type") == "image_url":
+            data = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+            out.append(Image.open(io.BytesIO(data)).convert("RGB"))
+    return out
+
+
+def _png(
+    rgb: tuple[int, int, int], size: tuple[int, int] = (48, 48), box: bool = False, code: int | None = None
+) -> bytes:
     img = Image.new("RGB", size, rgb)
     if box:  # a conversation screenshot: an output image drawn at [20, 400, 180, 700]
         img.paste((200, 0, 0), (20, 400, 180, 700))
+    if code is not None:
+        _draw_code(img, code)
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     return buf.getvalue()
@@ -131,7 +169,7 @@ class CurationScenario:
             media = (self.image(i, "a", _png(_color(i, 3))), self.image(i, "b", _png(_color(i, 4))))
         elif kind == "shot":
             text = f"my GPT-4o chat, prompt in the screenshot #k{i}"
-            media = (self.image(i, "shot", _png(_color(i, 5), size=shot_size(i), box=True)),)
+            media = (self.image(i, "shot", _png(_color(i, 5), size=shot_size(i), box=True, code=i)),)
         elif kind == "pricing":
             text = f"GPT-4o api pricing changed again #k{i}"
         else:
@@ -179,6 +217,9 @@ class CurationScenario:
         if shot:
             width, height = int(shot.group(1)), int(shot.group(2))
             return f"k{width - _SHOT_BASE_WIDTH + 1000 * (height - _SHOT_BASE_HEIGHT)}"
+        if "conversation screenshots" in body["messages"][0]["content"]:
+            images = _sent_images(body)
+            return f"k{_read_code(images[0])}" if images else None
         return None
 
     @staticmethod
@@ -232,11 +273,14 @@ class CurationScenario:
             return json.dumps(
                 {"filled_prompt": f"a figure of robot {image} on desk {i} #k{i}", "confident": True}
             )
-        if stage == "screenshots":
+        if stage == "screenshots":  # the box in pixels of the image it was sent ("openai:vlm" reads pixels)
+            [sent] = _sent_images(body)
+            width, height = shot_size(i)
+            sx, sy = sent.width / width, sent.height / height
             return json.dumps(
                 {
                     "prompt": f"make the square red {i} #k{i}",
-                    "boxes": [{"role": "output", "bbox": [20, 400, 180, 700]}],
+                    "boxes": [{"role": "output", "bbox": [20 * sx, 400 * sy, 180 * sx, 700 * sy]}],
                 }
             )
         if stage == "tier":

@@ -563,6 +563,62 @@ def flow_privacy(case: dict[str, Any], ws: Workspace) -> Observed:
     return observed
 
 
+def flow_screenshot_reply(case: dict[str, Any], ws: Workspace) -> Observed:
+    """The screenshots stage on a 1170 x 2532 phone screenshot (or ``input.screenshot``, a corpus file), the VLM
+    (``input.spec``, optional ``input.box_format``) answering with FILE; the stage's samples, notes and failures
+    are written to ``OUT/screenshots.json``."""
+    from PIL import ImageDraw
+
+    from echo_builder.backends import create_backend
+    from echo_builder.backends.caller import ModelCaller, RetryPolicy
+    from echo_builder.cache import CallCache
+    from echo_builder.records import MediaRef, Sample
+    from echo_builder.stages.templates_screenshots import run_screenshots
+
+    options = case.get("input") or {}
+    reply = ws.source(case["file"]).read_text(encoding="utf-8")
+    store = ws.out / "media"
+    if options.get("screenshot"):
+        data = ws.source(options["screenshot"]).read_bytes()
+    else:
+        shot = Image.new("RGB", (1170, 2532), "white")
+        ImageDraw.Draw(shot).rectangle((60, 1380, 1110, 2430), fill=(200, 40, 40))
+        data = png_bytes(shot)
+    sha = hashlib.sha256(data).hexdigest()
+    (store / sha[:2]).mkdir(parents=True)
+    (store / sha[:2] / f"{sha}.png").write_bytes(data)
+    sample = Sample(
+        id="echo-0000000000000001",
+        prompt="",
+        output_images=(MediaRef(url="https://e.com/s.png", sha256=sha, path=f"{sha[:2]}/{sha}.png"),),
+        quality="Benchmark",
+        is_screenshot=True,
+    )
+    server = ws.server()
+    server.reply = lambda body: reply
+    extra = {"box_format": options["box_format"]} if options.get("box_format") else {}
+    backend = create_backend(options.get("spec", "openai:vlm"), base_url=server.base_url, **extra)
+    caller = ModelCaller(backend, cache=CallCache(ws.out / "cache"), retry=RetryPolicy(max_attempts=1))
+    ws.begin()
+    result = run_screenshots([sample], caller=caller, store_root=store)
+    [out] = result.samples
+    record = {
+        "samples": [out.model_dump(mode="json")],
+        "notes": result.notes,
+        "failures": [vars(f) for f in result.failures],
+        "info": result.info,
+    }
+    (ws.out / "screenshots.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+    facts = {
+        "boxes": [[b.role, b.x1, b.y1, b.x2, b.y2] for b in out.input_bboxes],
+        "prompt": out.prompt,
+        "dropped": sum("dropped" in n for n in result.notes),
+        "failures": len(result.failures),
+        "box_format": result.info.get("box_format"),
+    }
+    return Observed(None, "", None, facts, _read_record(ws))
+
+
 FLOWS: dict[str, Callable[[dict[str, Any], Workspace], Observed]] = {
     name.removeprefix("flow_"): fn for name, fn in globals().items() if name.startswith("flow_")
 }
