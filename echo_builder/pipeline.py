@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from echo_builder import __version__
 from echo_builder.errors import ConfigError
 from echo_builder.records import Post, Sample, Tree
+from echo_builder.secrets import redact, redactor
 
 __all__ = ["STAGE_ORDER", "BuildConfig", "BuildResult", "build"]
 
@@ -105,6 +106,7 @@ class BuildResult:
 
 def _write_jsonl(path: Path, rows: Sequence[BaseModel | dict[str, Any]]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
+    clean = redactor()  # stage records keep reply text and errors: no key a server echoed back
     with open(tmp, "w", encoding="utf-8") as f:
         for row in rows:
             line = (
@@ -112,15 +114,14 @@ def _write_jsonl(path: Path, rows: Sequence[BaseModel | dict[str, Any]]) -> None
                 if isinstance(row, BaseModel)
                 else json.dumps(row, ensure_ascii=False, sort_keys=True)
             )
-            f.write(line + "\n")
+            f.write(clean(line) + "\n")
     os.replace(tmp, path)
 
 
 def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(
-        json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str) + "\n", encoding="utf-8"
-    )
+    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    tmp.write_text(redact(text) + "\n", encoding="utf-8")  # no key a server echoed back reaches a report
     os.replace(tmp, path)
 
 
@@ -342,6 +343,8 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     report = {
         "echo_bench_version": __version__,
         "backend": caller.backend.backend_id if caller is not None else "rules",
+        # run-wide generation parameters and reply-changing options (-o temperature=..., extra_body)
+        "backend_settings": caller.backend.settings() if caller is not None else {},
         "backend_snapshots": (
             sorted(_snapshots(config.cache_dir or out / "cache", caller.backend.backend_id))
             if caller is not None

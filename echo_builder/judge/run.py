@@ -31,7 +31,7 @@ from echo_builder.errors import ConfigError
 from echo_builder.judge.judging import Judge, JudgeItem
 from echo_builder.judge.prompts import PAIRWISE, PROBABILITY_DIGITS, PROBABILITY_TRIG, SINGLE
 from echo_builder.records import Verdict
-from echo_builder.secrets import get_logger
+from echo_builder.secrets import get_logger, redact
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -230,6 +230,8 @@ def run_judging(
             judge_info.append(
                 {
                     "spec": spec,
+                    # run-wide generation parameters and reply-changing options (-o temperature=..., extra_body)
+                    "settings": backend.settings(),
                     "snapshots": snapshots,
                     "calls": caller.stats.attempts,
                     "cache_hits": caller.stats.cache_hits,
@@ -276,7 +278,7 @@ def run_judging(
         "statuses": dict(Counter(v.status for v in verdicts)),
         "wall_time_s": round(time.time() - started, 3),
     }
-    (out / RUN_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    (out / RUN_FILE).write_text(redact(json.dumps(summary, indent=2, sort_keys=True)) + "\n")
     # One outputs folder often serves several configs: only ids that no config of the benchmark holds are news
     # (a renamed file, another benchmark's outputs); the count of all ignored files stays in run.json.
     elsewhere = _ids_of_other_configs(benchmark, config) if stray else set()
