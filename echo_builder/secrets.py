@@ -45,8 +45,15 @@ THIRD_PARTY_LOGGERS = (
     "httpcore.http11",
     "httpcore.http2",
     "httpcore.proxy",
+    "httpcore2",
+    "httpcore2.connection",
+    "httpcore2.http11",
+    "httpcore2.http2",
+    "httpcore2.proxy",
     "openai",
     "openai._base_client",
+    "openai._response",
+    "openai._legacy_response",
     "urllib3",
     "urllib3.connectionpool",
     "huggingface_hub",
@@ -180,7 +187,9 @@ def protect_logging() -> None:
     """Attach redaction to the HTTP stack's loggers (:data:`THIRD_PARTY_LOGGERS`) and to every handler of the
     root logger, so no log line shows a registered key, whichever logger wrote it. Safe to call repeatedly;
     call it again after adding root handlers."""
-    for name in THIRD_PARTY_LOGGERS:
+    prefixes = tuple({name.split(".")[0] for name in THIRD_PARTY_LOGGERS})
+    existing = [n for n in list(logging.root.manager.loggerDict) if n.split(".")[0] in prefixes]
+    for name in {*THIRD_PARTY_LOGGERS, *existing}:
         _attach(logging.getLogger(name))
     for handler in logging.getLogger().handlers:
         _attach(handler)

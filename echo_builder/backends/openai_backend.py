@@ -177,12 +177,14 @@ class OpenAIConnection:
 
             from echo_builder.backends.bounded_http import capped_client
 
+            base_url, query = _split_query(self.base_url)
             client = openai.AsyncOpenAI(
                 api_key=self._api_key,
-                base_url=self.base_url,
+                base_url=base_url,
                 timeout=self.timeout_s,
                 max_retries=0,
                 http_client=capped_client(self.max_reply_bytes, self.timeout_s),
+                default_query=query or None,  # ?api-key=... goes on every request, after the route
             )
             self._clients[id(loop)] = client
         return client
@@ -193,6 +195,17 @@ class OpenAIConnection:
         for client in clients:
             with contextlib.suppress(RuntimeError):
                 await client.close()
+
+
+def _split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
+    """``https://h/v1?api-key=K`` -> (``https://h/v1``, ``{"api-key": "K"}``): the client appends routes to the
+    base URL, so a query must travel as its ``default_query``."""
+    if not url or "?" not in url:
+        return url, {}
+    from urllib.parse import parse_qsl
+
+    base, _, query = url.partition("?")
+    return base, dict(parse_qsl(query.partition("#")[0], keep_blank_values=True))
 
 
 def translate_openai_error(exc: Exception, who: str) -> Exception:

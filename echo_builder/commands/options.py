@@ -106,8 +106,18 @@ def _show(value: float | None) -> str:
     return str(int(value)) if value is not None and float(value).is_integer() else f"{value:g}"
 
 
-def _finite_constant(name: str) -> Any:
-    raise ValueError(name)
+class _NonFinite:
+    """Stands for a ``NaN`` / ``Infinity`` / ``-Infinity`` JSON constant while an option value is parsed."""
+
+
+def _has_non_finite(value: Any) -> bool:
+    if isinstance(value, _NonFinite):
+        return True
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_non_finite(v) for v in value)
+    return False
 
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -123,10 +133,11 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
         if not sep or not key:
             raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--option")
         try:
-            options[key] = json.loads(raw, parse_constant=_finite_constant)
+            value = json.loads(raw, parse_constant=lambda name: _NonFinite())
         except json.JSONDecodeError:
-            options[key] = raw
-        except ValueError:
+            value = raw
+        options[key] = value
+        if _has_non_finite(value):
             raise ConfigError(
                 f"-o {pair}: {key} must be a finite number (nan and inf are not accepted)"
             ) from None
