@@ -352,6 +352,18 @@ class Backend(ABC):
         run_sync(self.aclose())
 
 
+def invalid_options(who: str, exc: Any) -> ConfigError:
+    """A pydantic ``ValidationError`` of a backend's or generator's options as a one-line :class:`ConfigError`:
+    ``invalid options for openai:m: timeout_s: Input should be a finite number (got nan); ...``."""
+    problems = "; ".join(
+        f"{'.'.join(map(str, e.get('loc', ()))) or 'value'}: {e.get('msg')} (got {e.get('input')!r})"
+        if e.get("type") != "extra_forbidden"
+        else f"{'.'.join(map(str, e.get('loc', ())))}: unknown option"
+        for e in exc.errors()
+    )
+    return ConfigError(f"invalid options for {who}: {problems}")
+
+
 def normalise_candidates(
     logprobs: dict[str, float], backend_id: str, snapshot: str | None
 ) -> CandidateScores:

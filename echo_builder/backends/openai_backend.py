@@ -31,6 +31,7 @@ from echo_builder.backends.base import (
     Reply,
     TokenLogprob,
     Usage,
+    invalid_options,
     normalise_candidates,
 )
 from echo_builder.errors import (
@@ -259,7 +260,7 @@ class OpenAIBackend(Backend):
         try:
             self.config = OpenAIConfig(**options)
         except ValidationError as exc:
-            raise ConfigError(f"invalid options for {self.backend_id}: {exc}") from None
+            raise invalid_options(self.backend_id, exc) from None
         self.connection = OpenAIConnection(
             self.backend_id,
             base_url=self.config.base_url,

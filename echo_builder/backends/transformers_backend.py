@@ -33,6 +33,7 @@ from echo_builder.backends.base import (
     Reply,
     TokenLogprob,
     Usage,
+    invalid_options,
     normalise_candidates,
 )
 from echo_builder.errors import BackendError, ConfigError, MissingDependencyError, PermanentBackendError
@@ -100,7 +101,7 @@ class TransformersBackend(Backend):
         try:
             self.config = TransformersConfig(**options)
         except ValidationError as exc:
-            raise ConfigError(f"invalid options for {self.backend_id}: {exc}") from None
+            raise invalid_options(self.backend_id, exc) from None
         _require()
         self._model: Any = None
         self._processor: Any = None

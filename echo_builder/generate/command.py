@@ -36,6 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from echo_builder.backends.base import invalid_options
 from echo_builder.errors import ConfigError, ImageError
 from echo_builder.generate import register_generator
 from echo_builder.generate.base import STATUSES, GenerationRequest, GenerationResult, Generator
@@ -75,7 +76,7 @@ class CommandGenerator(Generator):
         try:
             self.config = CommandConfig(**options)
         except ValidationError as exc:
-            raise ConfigError(f"invalid options for {self.spec}: {exc}") from None
+            raise invalid_options(self.spec, exc) from None
         try:
             self.argv = shlex.split(target)
         except ValueError as exc:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from echo_builder.backends.base import invalid_options
 from echo_builder.errors import ConfigError, MissingDependencyError
 from echo_builder.generate import register_generator
 from echo_builder.generate.base import GenerationRequest, GenerationResult, Generator
@@ -110,7 +111,7 @@ class DiffusersGenerator(Generator):
         try:
             self.config = DiffusersConfig(**options)
         except ValidationError as exc:
-            raise ConfigError(f"invalid options for {self.spec}: {exc}") from None
+            raise invalid_options(self.spec, exc) from None
         self._pipe: Any = None
         self._variants: dict[str, Any] = {}  # "text" / "image" -> pipeline, or the reason there is none
         self._device: Any = None

@@ -30,12 +30,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from echo_builder.backends.base import run_sync
+from echo_builder.backends.base import invalid_options, run_sync
 from echo_builder.backends.caller import RetryPolicy
 from echo_builder.backends.openai_backend import OpenAIConnection, translate_openai_error
 from echo_builder.errors import (
     BackendError,
-    ConfigError,
     ImageError,
     PermanentBackendError,
     RetryableBackendError,
@@ -126,7 +125,7 @@ class OpenAIImagesGenerator(Generator):
         try:
             self.config = OpenAIImagesConfig(**options)
         except ValidationError as exc:
-            raise ConfigError(f"invalid options for {self.spec}: {exc}") from None
+            raise invalid_options(self.spec, exc) from None
         self.connection = OpenAIConnection(
             self.spec,
             base_url=self.config.base_url,
