@@ -409,3 +409,14 @@ def test_card_states_the_generation_settings():
     assert '- Generation settings: `extra_body={"top_k": 3}`, `temperature=0.5`' in card
     default = render_card(card_context_from_report({"backend": "openai:gpt-4o"}), counts={"text_to_image": 1})
     assert "- Generation settings: defaults (temperature 0)" in default
+
+
+def test_run_judging_checks_its_limits_before_writing(tmp_path):
+    from echo_builder.judge.run import run_judging
+
+    bench = make_benchmark(tmp_path / "bench", "text_to_image", [{"id": "s0", "prompt": "p"}])
+    outputs = make_outputs(tmp_path / "outputs", {"m": {"s0": Image.new("RGB", (16, 16))}})
+    for limits in ({"timeout_s": float("nan")}, {"concurrency": 0}, {"max_attempts": 10**6}):
+        with pytest.raises(ConfigError, match=next(iter(limits))):
+            run_judging(bench, "text_to_image", outputs, ["openai:j"], tmp_path / "run", **limits)
+        assert not (tmp_path / "run").exists()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import numbers
 import random
 import time
 from collections.abc import Sequence
@@ -49,7 +50,15 @@ from echo_builder.errors import BackendError, ConfigError, RetryableBackendError
 from echo_builder.secrets import get_logger, redact
 from echo_builder.structured import parse_structured, reask_message
 
-__all__ = ["CallRequest", "CallResult", "CallerStats", "ModelCaller", "RetryPolicy", "StructuredResult"]
+__all__ = [
+    "CallRequest",
+    "CallResult",
+    "CallerStats",
+    "ModelCaller",
+    "RetryPolicy",
+    "StructuredResult",
+    "check_call_limits",
+]
 
 log = get_logger(__name__)
 M = TypeVar("M", bound=BaseModel)
@@ -161,6 +170,42 @@ class CallerStats:
     output_tokens: int = 0
 
 
+def check_call_limits(*, concurrency: int, timeout_s: float, max_attempts: int | None = None) -> None:
+    """Check the numbers that bound model calls, before anything is written.
+
+    Args:
+        concurrency: calls in flight, a whole number in [1, 1024].
+        timeout_s: seconds per attempt, finite, in (0, 86400].
+        max_attempts: attempts per call, a whole number in [1, 100] (``None``: not checked).
+
+    Raises:
+        ConfigError: a value out of range, nan or inf, naming the value and the accepted range.
+    """
+    if (
+        isinstance(concurrency, bool)
+        or not isinstance(concurrency, numbers.Integral)
+        or not 1 <= concurrency <= MAX_CONCURRENCY
+    ):
+        raise ConfigError(
+            f"concurrency must be a whole number in [1, {MAX_CONCURRENCY}], got {concurrency!r}"
+        )
+    if (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, numbers.Real)
+        or not math.isfinite(timeout_s)
+        or not 0 < timeout_s <= MAX_TIMEOUT_S
+    ):
+        raise ConfigError(
+            f"timeout_s must be a number of seconds in (0, {MAX_TIMEOUT_S:g}], got {timeout_s!r}"
+        )
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool)
+        or not isinstance(max_attempts, numbers.Integral)
+        or not 1 <= max_attempts <= 100
+    ):
+        raise ConfigError(f"max_attempts must be a whole number in [1, 100], got {max_attempts!r}")
+
+
 class ModelCaller:
     """Cache-backed, concurrency-limited, retrying access to one backend.
 
@@ -192,23 +237,7 @@ class ModelCaller:
         retry: RetryPolicy | None = None,
         seed: int = 0,
     ) -> None:
-        if (
-            isinstance(concurrency, bool)
-            or not isinstance(concurrency, int)
-            or not 1 <= concurrency <= MAX_CONCURRENCY
-        ):
-            raise ConfigError(
-                f"concurrency must be a whole number in [1, {MAX_CONCURRENCY}], got {concurrency!r}"
-            )
-        if (
-            isinstance(timeout_s, bool)
-            or not isinstance(timeout_s, (int, float))
-            or not math.isfinite(timeout_s)
-            or not 0 < timeout_s <= MAX_TIMEOUT_S
-        ):
-            raise ConfigError(
-                f"timeout_s must be a number of seconds in (0, {MAX_TIMEOUT_S:g}], got {timeout_s!r}"
-            )
+        check_call_limits(concurrency=concurrency, timeout_s=timeout_s)
         self.backend = backend
         self.cache = cache
         self.concurrency = concurrency

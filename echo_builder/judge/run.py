@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from echo_builder import __version__
 from echo_builder.backends import create_backend
-from echo_builder.backends.caller import ModelCaller, RetryPolicy
+from echo_builder.backends.caller import ModelCaller, RetryPolicy, check_call_limits
 from echo_builder.cache import CallCache
 from echo_builder.errors import ConfigError
 from echo_builder.judge.judging import Judge, JudgeItem
@@ -193,7 +193,8 @@ def run_judging(
             raise ConfigError(
                 f"{out} holds a {previous_mode} run; a {mode} run would replace its verdicts. Choose another --out."
             )
-    # backends are created first: a bad spec, option or missing key fails before anything is written
+    # limits and backends are checked first: a bad number, spec, option or missing key fails before anything is written
+    check_call_limits(concurrency=concurrency, timeout_s=timeout_s, max_attempts=max_attempts)
     backends = {spec: create_backend(spec, **(judge_options or {}).get(spec, {})) for spec in judges}
     out.mkdir(parents=True, exist_ok=True)
     cache = CallCache(cache_dir or out / "cache")
