@@ -420,3 +420,16 @@ def test_run_judging_checks_its_limits_before_writing(tmp_path):
         with pytest.raises(ConfigError, match=next(iter(limits))):
             run_judging(bench, "text_to_image", outputs, ["openai:j"], tmp_path / "run", **limits)
         assert not (tmp_path / "run").exists()
+
+
+def test_transformers_options_that_change_replies_join_the_cache_key(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    plain = create_backend(f"transformers:{tmp_path}")
+    other = create_backend(f"transformers:{tmp_path}", revision="v2", dtype="bfloat16", temperature=0.3)
+    assert plain.settings() == {}
+    assert other.cache_settings() == {"revision": "v2", "dtype": "bfloat16"}
+    assert other.settings() == {"temperature": 0.3, "revision": "v2", "dtype": "bfloat16"}
+    request = _request()
+    keys = {ModelCaller(b)._key(ModelCaller(b)._prepare(request)) for b in (plain, other)}
+    assert len(keys) == 2

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from echo_builder.commands.options import MAX_CONCURRENCY, Number, call_limit_options, parse_options
-from echo_builder.secrets import redact
+from echo_builder.secrets import protect_logging, redact, register_secret
 
 __all__ = ["build", "publish"]
 
@@ -188,6 +188,8 @@ def publish(directory: str, repo_id: str, private: bool, token: str | None, pseu
     from echo_dataset.errors import EchoDatasetError
     from echo_dataset.publish import publish as run_publish
 
+    register_secret(token)  # a --token given on the command line is hidden like $HF_TOKEN
+    protect_logging()
     try:
         result = run_publish(directory, repo_id, token=token, private=private, pseudonymize=pseudonymize)
     except EchoDatasetError as exc:
