@@ -433,3 +433,22 @@ def test_transformers_options_that_change_replies_join_the_cache_key(tmp_path):
     request = _request()
     keys = {ModelCaller(b)._key(ModelCaller(b)._prepare(request)) for b in (plain, other)}
     assert len(keys) == 2
+
+
+def test_build_records_generation_settings_in_report_and_card(openai_server, tmp_path):
+    """A build with -o temperature=0.2: every call is sent at 0.2, report.json and the card say so."""
+    source = Path(__file__).resolve().parent / "data" / "hostile" / "sources" / "backends_window.jsonl"
+    out = tmp_path / "out"
+    openai_server.reply = lambda body: '{"score": 1}'  # relevance: nothing kept, the build ends there
+    args = ["build", str(source), "--out", str(out), "--backend", "openai:vlm", "--base-url", openai_server.base_url,
+            "--target-model", "image gen", "--offline", "-o", "temperature=0.2", "-o", 'extra_body={"top_k": 2}']  # fmt: skip
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert openai_server.calls > 0
+    assert {(b["temperature"], b["top_k"]) for b in openai_server.log.bodies} == {(0.2, 2)}
+    report = json.loads((out / "report.json").read_text())
+    assert report["backend_settings"] == {"temperature": 0.2, "extra_body": {"top_k": 2}}
+    assert (
+        '- Generation settings: `extra_body={"top_k": 2}`, `temperature=0.2`'
+        in (out / "README.md").read_text()
+    )
