@@ -514,7 +514,13 @@ def _label(config: BuildConfig, stage: str) -> str | None:
 
 
 def _caller(config: BuildConfig) -> Any:
-    """The model caller for ``config.backend`` (``None`` for rules); its cache is attached once the folder exists."""
+    """The model caller for ``config.backend`` (``None`` for rules); its cache is attached once the folder exists.
+    The call limits are checked first, for every backend (a bad number fails before anything is written)."""
+    from echo_builder.backends.caller import check_call_limits
+
+    check_call_limits(
+        concurrency=config.concurrency, timeout_s=config.timeout_s, max_attempts=config.max_attempts
+    )
     if config.backend.strip() == "rules":
         if config.backend_options:
             raise ConfigError(f"the rules backend takes no options, got {sorted(config.backend_options)}")

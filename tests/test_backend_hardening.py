@@ -452,3 +452,14 @@ def test_build_records_generation_settings_in_report_and_card(openai_server, tmp
         '- Generation settings: `extra_body={"top_k": 2}`, `temperature=0.2`'
         in (out / "README.md").read_text()
     )
+
+
+def test_build_api_checks_its_limits_before_writing(tmp_path):
+    from echo_builder.pipeline import BuildConfig, build
+
+    source = Path(__file__).resolve().parent / "data" / "hostile" / "sources" / "backends_window.jsonl"
+    for limits in ({"timeout_s": float("inf")}, {"max_attempts": 0}, {"concurrency": 5000}):
+        config = BuildConfig(sources=[str(source)], out_dir=str(tmp_path / "out"), **limits)
+        with pytest.raises(ConfigError, match=next(iter(limits))):
+            build(config)
+        assert not (tmp_path / "out").exists()
