@@ -463,3 +463,20 @@ def test_build_api_checks_its_limits_before_writing(tmp_path):
         with pytest.raises(ConfigError, match=next(iter(limits))):
             build(config)
         assert not (tmp_path / "out").exists()
+
+
+def test_model_listings_and_every_other_body_of_the_client_are_capped(openai_server):
+    """The cap sits under the client, so it covers every route (here the model listing, a GET)."""
+    from echo_builder.backends.bounded_http import capped_client
+
+    async def listing(limit: int):
+        client = capped_client(limit, 10.0)
+        try:
+            response = await client.get(openai_server.base_url + "/models")
+            return response.json()
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(listing(4096))["data"][0]["id"] == openai_server.model_snapshot
+    with pytest.raises(ReplyTooLargeError, match="over the 16-byte cap"):
+        asyncio.run(listing(16))
