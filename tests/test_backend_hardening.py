@@ -480,3 +480,24 @@ def test_model_listings_and_every_other_body_of_the_client_are_capped(openai_ser
     assert asyncio.run(listing(4096))["data"][0]["id"] == openai_server.model_snapshot
     with pytest.raises(ReplyTooLargeError, match="over the 16-byte cap"):
         asyncio.run(listing(16))
+
+
+@pytest.mark.parametrize(
+    ("spec", "option", "value"),
+    [
+        ("openai-images:img", "timeout_s", float("nan")),
+        ("openai-images:img", "max_total_s", float("inf")),
+        ("openai-images:img", "max_reply_bytes", 10),
+        ("command:python x.py", "timeout_s", float("inf")),
+        ("diffusers:/nowhere", "guidance_scale", float("nan")),
+        ("diffusers:/nowhere", "height", 10**9),
+    ],
+)
+def test_generator_numeric_options_are_finite_and_bounded(spec, option, value):
+    from echo_builder.generate import create_generator
+
+    if spec.startswith("diffusers:"):
+        pytest.importorskip("diffusers")
+    base = {"base_url": "http://127.0.0.1:9/v1"} if spec.startswith("openai-images:") else {}
+    with pytest.raises(ConfigError, match=rf"invalid options for {re.escape(spec)}: {option}: "):
+        create_generator(spec, **base, **{option: value})

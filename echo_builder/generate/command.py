@@ -51,14 +51,14 @@ class CommandConfig(BaseModel):
     """Options of the ``command:`` generator (unknown keys are an error).
 
     Attributes:
-        timeout_s: seconds one sample may take before the program is killed.
+        timeout_s: seconds one sample may take before the program is killed, in (0, 86400].
         concurrency: programs running at once (1-64).
         env: extra environment variables for the program.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    timeout_s: float = Field(default=600.0, gt=0)
+    timeout_s: float = Field(default=600.0, gt=0, le=86_400.0)
     concurrency: int = Field(default=1, ge=1, le=64)
     env: dict[str, str] = Field(default_factory=dict)
 
