@@ -3,7 +3,10 @@
 Each call is stored under :func:`call_key`, a SHA-256 over everything that determines the answer: the stage, its
 prompt-template version, the backend id (``openai:gpt-4o``), the generation parameters, the message text and the
 SHA-256 of every image. Editing a prompt (and bumping its version) is a clean miss; re-running the same work is a
-hit. API keys and base URLs are not part of the key and are never stored.
+hit. Backend options that change replies (``extra_body``, run-wide ``temperature``...) join the key through
+:class:`~echo_builder.backends.caller.ModelCaller`. API keys and base URLs are not part of the key and are never
+stored: every stored value passes through :func:`~echo_builder.secrets.redact` (a key a server echoed back
+becomes ``***``).
 
 The store is one SQLite database in write-ahead-log mode (``<dir>/calls.sqlite``). Every entry is committed in its
 own transaction, so a process killed with SIGKILL loses only the calls that were in flight and the database opens
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from echo_builder.errors import ConfigError
+from echo_builder.secrets import redact
 
 __all__ = ["CACHE_FORMAT", "BackendStats", "CacheStats", "CallCache", "call_key"]
 
@@ -202,7 +206,8 @@ class CallCache:
         """Store ``value`` (JSON-compatible) under ``key`` in one atomic transaction."""
         if self.read_only:
             raise ConfigError(f"cache {self.path} was opened read-only")
-        blob = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        # A key the server echoed back (in a reply or an error) is never stored; callers redact too.
+        blob = redact(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
         with self._lock, self._conn:
             self._conn.execute(
                 "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

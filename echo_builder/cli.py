@@ -20,7 +20,7 @@ from echo_builder.commands.demo import demo
 from echo_builder.commands.evaluation import agreement, judge, leaderboard, metrics
 from echo_builder.commands.generation import generate
 from echo_builder.errors import EchoError
-from echo_builder.secrets import redact
+from echo_builder.secrets import protect_logging, redact
 
 __all__ = ["cli", "main"]
 
@@ -70,6 +70,7 @@ def cli(verbose: int) -> None:
     """
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    protect_logging()  # keys in URLs or replies never reach a log line, whichever library logs them
 
 
 for _command in (backends, cache, build, publish, judge, leaderboard, agreement, metrics, demo, generate):

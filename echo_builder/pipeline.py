@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from echo_builder import __version__
 from echo_builder.errors import ConfigError
 from echo_builder.records import Post, Sample, Tree
+from echo_builder.secrets import redact, redactor
 
 __all__ = ["STAGE_ORDER", "BuildConfig", "BuildResult", "build"]
 
@@ -115,6 +116,7 @@ class BuildResult:
 
 def _write_jsonl(path: Path, rows: Sequence[BaseModel | dict[str, Any]]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
+    clean = redactor()  # stage records keep reply text and errors: no key a server echoed back
     with open(tmp, "w", encoding="utf-8") as f:
         for row in rows:
             line = (
@@ -122,15 +124,14 @@ def _write_jsonl(path: Path, rows: Sequence[BaseModel | dict[str, Any]]) -> None
                 if isinstance(row, BaseModel)
                 else json.dumps(row, ensure_ascii=False, sort_keys=True)
             )
-            f.write(line + "\n")
+            f.write(clean(line) + "\n")
     os.replace(tmp, path)
 
 
 def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(
-        json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str) + "\n", encoding="utf-8"
-    )
+    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    tmp.write_text(redact(text) + "\n", encoding="utf-8")  # no key a server echoed back reaches a report
     os.replace(tmp, path)
 
 
@@ -365,6 +366,8 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     report = {
         "echo_bench_version": __version__,
         "backend": caller.backend.backend_id if caller is not None else "rules",
+        # run-wide generation parameters and reply-changing options (-o temperature=..., extra_body)
+        "backend_settings": caller.backend.settings() if caller is not None else {},
         "backend_snapshots": (
             sorted(_snapshots(config.cache_dir or out / "cache", caller.backend.backend_id))
             if caller is not None
@@ -578,7 +581,13 @@ def _label(config: BuildConfig, stage: str) -> str | None:
 
 
 def _caller(config: BuildConfig) -> Any:
-    """The model caller for ``config.backend`` (``None`` for rules); its cache is attached once the folder exists."""
+    """The model caller for ``config.backend`` (``None`` for rules); its cache is attached once the folder exists.
+    The call limits are checked first, for every backend (a bad number fails before anything is written)."""
+    from echo_builder.backends.caller import check_call_limits
+
+    check_call_limits(
+        concurrency=config.concurrency, timeout_s=config.timeout_s, max_attempts=config.max_attempts
+    )
     if config.backend.strip() == "rules":
         if config.backend_options:
             raise ConfigError(f"the rules backend takes no options, got {sorted(config.backend_options)}")

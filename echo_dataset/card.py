@@ -8,6 +8,7 @@ dict, usually :func:`card_context_from_report` of a build's ``report.json``; key
 
 from __future__ import annotations
 
+import json
 import string
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -54,6 +55,7 @@ def card_context_from_report(report: Mapping[str, Any], **extra: Any) -> dict[st
         "target_model": report.get("target_model"),
         "backend": report.get("backend"),
         "backend_snapshots": report.get("backend_snapshots") or [],
+        "backend_settings": report.get("backend_settings") or {},
         "prompt_versions": versions.get("prompts") or {},
         "package_version": versions.get("package") or report.get("echo_bench_version"),
         "stages": [
@@ -158,11 +160,20 @@ def render_card(
         rows.append(("dropped (Trash / Discard)", context["dropped"]))
     stages = context.get("stages") or []
     snapshots = ", ".join(f"`{s}`" for s in context.get("backend_snapshots") or ()) or _UNKNOWN
+    settings = ", ".join(
+        f"`{k}={json.dumps(v, sort_keys=True)}`"
+        for k, v in sorted((context.get("backend_settings") or {}).items())
+    )
     prompts = ", ".join(f"{k} `{v}`" for k, v in sorted((context.get("prompt_versions") or {}).items()))
     provenance = "\n".join(
         [
             f"- Curation backend: `{backend}`" if backend else f"- Curation backend: {_UNKNOWN}",
             f"- Backend snapshots: {snapshots}",
+            *(
+                []
+                if backend == "rules"
+                else [f"- Generation settings: {settings or 'defaults (temperature 0)'}"]
+            ),
             f"- Prompt versions: {prompts or _UNKNOWN}",
             f"- echo-bench version: {context.get('package_version') or __version__}",
         ]

@@ -36,7 +36,13 @@ from echo_builder.backends.base import (
 )
 from echo_builder.errors import ConfigError
 
+#: Backend options that set a :class:`GenerationParams` field for every call of a run (``-o temperature=0.7``).
+#: Accepted by every model backend, validated like the field, applied by the caller before the cache lookup (so
+#: they are part of the cache key), and recorded in ``run.json`` and the build report.
+GENERATION_OPTIONS = ("temperature", "top_p", "max_tokens", "seed")
+
 __all__ = [
+    "GENERATION_OPTIONS",
     "Backend",
     "BackendInfo",
     "CandidateScores",
@@ -162,9 +168,30 @@ def create_backend(spec: str, **options: Any) -> Backend:
         from echo_builder.backends.boxes import resolve_box_format
 
         box_format = resolve_box_format(str(box_format), target)
+    overrides: dict[str, Any] = {}
+    # a model backend takes generation options; the rules baseline generates no text and takes no options
+    if _INFO[name].needs_target:
+        generation = {k: options.pop(k) for k in GENERATION_OPTIONS if k in options}
+        overrides = _generation_overrides(spec, generation) if generation else {}
     backend = _resolve(name)(target, **options)  # type: ignore[call-arg]
     backend.box_format_option = box_format
+    backend.generation_overrides = overrides
     return backend
+
+
+def _generation_overrides(spec: str, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` validated as :class:`GenerationParams` fields (ranges, finite numbers), as JSON-compatible values."""
+    from pydantic import ValidationError
+
+    try:
+        params = GenerationParams(**values)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(
+            f"invalid generation option for {spec}: {problems} (temperature in [0, 2], top_p in (0, 1], "
+            "max_tokens in [1, 1000000], seed a whole number >= 0)"
+        ) from None
+    return params.model_dump(mode="json", include=set(values))
 
 
 def list_backends() -> list[BackendInfo]:

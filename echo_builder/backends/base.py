@@ -151,14 +151,18 @@ class GenerationParams(BaseModel):
         seed: sampling seed passed to servers that support it.
         stop: stop strings.
         logprobs: ask for token log-probabilities; ``top_logprobs`` alternatives per position (0-20).
+
+    Numbers must be finite (nan and inf are refused). ``temperature``, ``top_p``, ``max_tokens`` and ``seed`` can
+    also be set for a whole run as backend options (``-o temperature=0.7``): see
+    :data:`echo_builder.backends.GENERATION_OPTIONS`.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(default=1024, ge=1)
+    max_tokens: int = Field(default=1024, ge=1, le=1_000_000)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
     stop: tuple[str, ...] = ()
     logprobs: bool = False
     top_logprobs: int = Field(default=0, ge=0, le=20)
@@ -287,6 +291,20 @@ class Backend(ABC):
 
     def __init__(self, target: str) -> None:
         self.target = target
+        #: Generation parameters set for the whole run (``-o temperature=0.7``); they replace those of each call.
+        self.generation_overrides: dict[str, Any] = {}
+
+    def cache_settings(self) -> dict[str, Any]:
+        """Backend options, other than the generation parameters, that can change a reply (JSON-compatible).
+
+        They are part of every call's cache key (an empty dict adds nothing, so default runs keep their keys) and
+        are recorded in ``run.json`` and the build report. The base class has none.
+        """
+        return {}
+
+    def settings(self) -> dict[str, Any]:
+        """What this run set that changes replies: :attr:`generation_overrides` and :meth:`cache_settings`."""
+        return {**self.generation_overrides, **self.cache_settings()}
 
     @property
     def box_format(self) -> str:
@@ -354,6 +372,18 @@ class Backend(ABC):
 
     def close(self) -> None:
         run_sync(self.aclose())
+
+
+def invalid_options(who: str, exc: Any) -> ConfigError:
+    """A pydantic ``ValidationError`` of a backend's or generator's options as a one-line :class:`ConfigError`:
+    ``invalid options for openai:m: timeout_s: Input should be a finite number (got nan); ...``."""
+    problems = "; ".join(
+        f"{'.'.join(map(str, e.get('loc', ()))) or 'value'}: {e.get('msg')} (got {e.get('input')!r})"
+        if e.get("type") != "extra_forbidden"
+        else f"{'.'.join(map(str, e.get('loc', ())))}: unknown option"
+        for e in exc.errors()
+    )
+    return ConfigError(f"invalid options for {who}: {problems}")
 
 
 def normalise_candidates(

@@ -18,6 +18,9 @@ a pydantic schema, re-asks once on invalid output and otherwise records a ``pars
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import math
+import numbers
 import random
 import time
 from collections.abc import Sequence
@@ -43,14 +46,26 @@ from echo_builder.backends.base import (
     run_sync,
 )
 from echo_builder.cache import CallCache, call_key
-from echo_builder.errors import BackendError, RetryableBackendError, StructuredOutputError
+from echo_builder.errors import BackendError, ConfigError, RetryableBackendError, StructuredOutputError
 from echo_builder.secrets import get_logger, redact
 from echo_builder.structured import parse_structured, reask_message
 
-__all__ = ["CallRequest", "CallResult", "CallerStats", "ModelCaller", "RetryPolicy", "StructuredResult"]
+__all__ = [
+    "CallRequest",
+    "CallResult",
+    "CallerStats",
+    "ModelCaller",
+    "RetryPolicy",
+    "StructuredResult",
+    "check_call_limits",
+]
 
 log = get_logger(__name__)
 M = TypeVar("M", bound=BaseModel)
+#: Longest accepted attempt timeout in seconds (one day): longer is a typo, and overflows the event loop's clock.
+MAX_TIMEOUT_S = 86_400.0
+#: Most calls in flight (or batch size of a local model) one caller accepts.
+MAX_CONCURRENCY = 1024
 
 
 class RetryPolicy(BaseModel):
@@ -66,12 +81,12 @@ class RetryPolicy(BaseModel):
         jitter: ``False`` waits the full exponential step (deterministic, for tests and benchmarks).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     max_attempts: int = Field(default=6, ge=1, le=100)
-    initial_backoff_s: float = Field(default=1.0, ge=0.0)
-    max_backoff_s: float = Field(default=60.0, ge=0.0)
-    max_total_s: float = Field(default=900.0, gt=0.0)
+    initial_backoff_s: float = Field(default=1.0, ge=0.0, le=MAX_TIMEOUT_S)
+    max_backoff_s: float = Field(default=60.0, ge=0.0, le=MAX_TIMEOUT_S)
+    max_total_s: float = Field(default=900.0, gt=0.0, le=7 * MAX_TIMEOUT_S)
     jitter: bool = True
 
     def wait_s(self, attempt: int, retry_after_s: float | None, rng: random.Random) -> float:
@@ -155,17 +170,61 @@ class CallerStats:
     output_tokens: int = 0
 
 
+def check_call_limits(*, concurrency: int, timeout_s: float, max_attempts: int | None = None) -> None:
+    """Check the numbers that bound model calls, before anything is written.
+
+    Args:
+        concurrency: calls in flight, a whole number in [1, 1024].
+        timeout_s: seconds per attempt, finite, in (0, 86400].
+        max_attempts: attempts per call, a whole number in [1, 100] (``None``: not checked).
+
+    Raises:
+        ConfigError: a value out of range, nan or inf, naming the value and the accepted range.
+    """
+    if (
+        isinstance(concurrency, bool)
+        or not isinstance(concurrency, numbers.Integral)
+        or not 1 <= concurrency <= MAX_CONCURRENCY
+    ):
+        raise ConfigError(
+            f"concurrency must be a whole number in [1, {MAX_CONCURRENCY}], got {concurrency!r}"
+        )
+    if (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, numbers.Real)
+        or not math.isfinite(timeout_s)
+        or not 0 < timeout_s <= MAX_TIMEOUT_S
+    ):
+        raise ConfigError(
+            f"timeout_s must be a number of seconds in (0, {MAX_TIMEOUT_S:g}], got {timeout_s!r}"
+        )
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool)
+        or not isinstance(max_attempts, numbers.Integral)
+        or not 1 <= max_attempts <= 100
+    ):
+        raise ConfigError(f"max_attempts must be a whole number in [1, 100], got {max_attempts!r}")
+
+
 class ModelCaller:
     """Cache-backed, concurrency-limited, retrying access to one backend.
 
     Args:
         backend: the backend to call.
         cache: where replies are stored and looked up; ``None`` disables caching.
-        concurrency: maximum calls in flight at once (>= 1). For backends with native batching this is the batch
-            size handed to the backend.
-        timeout_s: wall-clock limit of one attempt in seconds.
+        concurrency: maximum calls in flight at once, in [1, 1024]. For backends with native batching this is the
+            batch size handed to the backend.
+        timeout_s: wall-clock limit of one attempt in seconds, finite, in (0, 86400].
         retry: the :class:`RetryPolicy`.
         seed: seed of the jitter random generator.
+
+    The backend's run-wide generation parameters (:attr:`Backend.generation_overrides`, e.g. from
+    ``-o temperature=0.7``) replace those of every request before the cache lookup, and its
+    :meth:`Backend.cache_settings` (e.g. ``extra_body``) join every cache key: a run that changes either makes
+    its own calls instead of being served another run's replies.
+
+    Raises:
+        ConfigError: ``concurrency`` or ``timeout_s`` out of range (nan and inf included).
     """
 
     def __init__(
@@ -178,10 +237,7 @@ class ModelCaller:
         retry: RetryPolicy | None = None,
         seed: int = 0,
     ) -> None:
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        check_call_limits(concurrency=concurrency, timeout_s=timeout_s)
         self.backend = backend
         self.cache = cache
         self.concurrency = concurrency
@@ -190,6 +246,24 @@ class ModelCaller:
         self.stats = CallerStats()
         self._rng = random.Random(seed)
         self._semaphores: dict[int, asyncio.Semaphore] = {}
+
+    # -- run-wide settings -------------------------------------------------------------------------------------------
+    def _prepare(self, request: CallRequest) -> CallRequest:
+        """``request`` with the backend's run-wide generation parameters in place of its own."""
+        overrides = getattr(self.backend, "generation_overrides", None)
+        if not overrides:
+            return request
+        return dataclasses.replace(request, params=request.params.model_copy(update=overrides))
+
+    def _key(
+        self, request: CallRequest, *, kind: str = "generate", extra: dict[str, Any] | None = None
+    ) -> str:
+        """The cache key of a prepared request: its own fields plus the backend's :meth:`cache_settings`."""
+        settings_of = getattr(self.backend, "cache_settings", None)
+        settings = settings_of() if callable(settings_of) else {}
+        if settings:
+            extra = {**(extra or {}), "backend_settings": settings}
+        return request.key(self.backend.backend_id, kind=kind, extra=extra)
 
     # -- single calls ------------------------------------------------------------------------------------------------
     def _semaphore(self) -> asyncio.Semaphore:
@@ -207,7 +281,15 @@ class ModelCaller:
         if value is None:
             return None
         self.stats.cache_hits += 1
-        return CallResult(request, key, reply=Reply.model_validate(value), cached=True)
+        return CallResult(request, key, reply=self._redacted(Reply.model_validate(value)), cached=True)
+
+    @staticmethod
+    def _redacted(reply: Reply) -> Reply:
+        """``reply`` with any known secret (a key the server echoed back) replaced by ``***``."""
+        text, snapshot = redact(reply.text), redact(reply.model_snapshot) if reply.model_snapshot else None
+        if text == reply.text and snapshot == reply.model_snapshot:
+            return reply
+        return reply.model_copy(update={"text": text, "model_snapshot": snapshot})
 
     def _store(self, request: CallRequest, key: str, reply: Reply) -> None:
         self.stats.input_tokens += reply.usage.input_tokens or 0
@@ -251,7 +333,7 @@ class ModelCaller:
             async for attempt in self._retrying():
                 with attempt:
                     attempts += 1
-                    reply = await self._attempt(request)
+                    reply = self._redacted(await self._attempt(request))
         except RetryableBackendError as exc:
             self.stats.failures += 1
             return CallResult(
@@ -284,7 +366,8 @@ class ModelCaller:
 
     async def acall(self, request: CallRequest) -> CallResult:
         """Answer one request from the cache or the backend; failures come back as a :class:`CallResult`."""
-        key = request.key(self.backend.backend_id)
+        request = self._prepare(request)
+        key = self._key(request)
         hit = self._lookup(request, key)
         if hit is not None:
             return hit
@@ -312,8 +395,8 @@ class ModelCaller:
 
         results: list[CallResult | None] = [None] * len(requests)
         missing: dict[str, tuple[CallRequest, list[int]]] = {}  # identical requests are sent once
-        for i, request in enumerate(requests):
-            key = request.key(self.backend.backend_id)
+        for i, request in enumerate(map(self._prepare, requests)):
+            key = self._key(request)
             if key in missing:
                 missing[key][1].append(i)
                 continue
@@ -365,6 +448,7 @@ class ModelCaller:
         out = []
         for (request, key), reply in zip(items, replies, strict=True):
             if isinstance(reply, Reply):
+                reply = self._redacted(reply)
                 self._store(request, key, reply)
                 out.append(CallResult(request, key, reply=reply, attempts=1))
             else:
@@ -451,7 +535,8 @@ class ModelCaller:
 
         Raises :class:`~echo_builder.errors.BackendError` (e.g. ``LogprobsUnavailableError``) when it fails.
         """
-        key = request.key(self.backend.backend_id, kind="candidates", extra={"candidates": list(candidates)})
+        request = self._prepare(request)
+        key = self._key(request, kind="candidates", extra={"candidates": list(candidates)})
         self.stats.requests += 1
         if self.cache is not None:
             value = self.cache.get(key, backend=self.backend.backend_id)

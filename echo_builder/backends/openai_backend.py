@@ -3,7 +3,9 @@
 Images are sent inline as base64 data URLs. The client's own retries are disabled (``max_retries=0``): retries,
 backoff and the hard cap are :class:`~echo_builder.backends.caller.ModelCaller`'s job, so one policy applies to
 every backend. The API key is read from the environment (or given explicitly), registered for redaction and never
-logged, cached or put in an exception message.
+logged, cached or put in an exception message; so are credentials inside the base URL (``https://user:KEY@host``,
+``?api-key=KEY``). Every reply body is read through :mod:`echo_builder.backends.bounded_http`: one over
+``max_reply_bytes`` (decoded) fails that call at once, without retries.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from echo_builder.backends.base import (
     Reply,
     TokenLogprob,
     Usage,
+    invalid_options,
     normalise_candidates,
     run_sync,
 )
@@ -40,7 +43,7 @@ from echo_builder.errors import (
     PermanentBackendError,
     RetryableBackendError,
 )
-from echo_builder.secrets import get_logger, redact, register_secret
+from echo_builder.secrets import get_logger, protect_logging, redact, register_secret, register_url_secrets
 
 __all__ = ["OpenAIBackend", "OpenAIConfig", "OpenAIConnection", "parse_retry_after", "translate_openai_error"]
 
@@ -49,6 +52,10 @@ log = get_logger(__name__)
 BASE_URL_ENV = ("ECHO_OPENAI_BASE_URL", "OPENAI_BASE_URL")
 API_KEY_ENV = ("ECHO_OPENAI_API_KEY", "OPENAI_API_KEY")
 _RETRYABLE_STATUS = {408, 409, 425, 429}
+#: Default cap on one chat reply body in bytes, decoded (a reply with 20 log-probabilities per token is ~1 MB).
+DEFAULT_MAX_REPLY_BYTES = 16 * 2**20
+#: Longest accepted attempt timeout in seconds (one day); longer values are a typo, and overflow the event loop.
+MAX_TIMEOUT_S = 86_400.0
 
 
 class OpenAIConfig(BaseModel):
@@ -59,16 +66,22 @@ class OpenAIConfig(BaseModel):
             else OpenAI's.
         api_key: explicit key; default from ``ECHO_OPENAI_API_KEY`` or ``OPENAI_API_KEY``. Local servers
             (a base URL and no key) get the placeholder ``EMPTY``.
-        timeout_s: HTTP timeout of one attempt in seconds.
-        extra_body: extra JSON fields sent with every request (e.g. vLLM's ``top_k``).
+        timeout_s: HTTP timeout of one attempt in seconds, in (0, 86400].
+        extra_body: extra JSON fields sent with every request (e.g. vLLM's ``top_k``); part of the call-cache key
+            and recorded in ``run.json`` and the build report.
+        max_reply_bytes: cap on one reply body in bytes, decoded, in [1024, 2**32] (default 16 MiB).
+
+    Generation parameters (``temperature``, ``top_p``, ``max_tokens``, ``seed``) are options of every backend:
+    see :data:`echo_builder.backends.GENERATION_OPTIONS`.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     base_url: str | None = None
     api_key: SecretStr | None = None
-    timeout_s: float = Field(default=120.0, gt=0)
+    timeout_s: float = Field(default=120.0, gt=0, le=MAX_TIMEOUT_S)
     extra_body: dict[str, Any] | None = None
+    max_reply_bytes: int = Field(default=DEFAULT_MAX_REPLY_BYTES, ge=1024, le=2**32)
 
 
 def parse_retry_after(headers: Any) -> float | None:
@@ -120,6 +133,7 @@ class OpenAIConnection:
         api_key: explicit key; default from ``ECHO_OPENAI_API_KEY`` / ``OPENAI_API_KEY``. A local server (a base
             URL and no key) gets the placeholder ``EMPTY``; the key is registered for redaction.
         timeout_s: HTTP timeout of one attempt in seconds.
+        max_reply_bytes: cap on one reply body (chat, images, listings, errors) in bytes, decoded.
 
     Raises:
         MissingDependencyError: the ``openai`` package is missing.
@@ -127,13 +141,21 @@ class OpenAIConnection:
     """
 
     def __init__(
-        self, who: str, *, base_url: str | None, api_key: SecretStr | None, timeout_s: float
+        self,
+        who: str,
+        *,
+        base_url: str | None,
+        api_key: SecretStr | None,
+        timeout_s: float,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         try:
             import openai  # noqa: F401
         except ImportError:
             raise MissingDependencyError("openai", "all", f"the {who.split(':')[0]}: backend") from None
         self.base_url = base_url or next((os.environ[k] for k in BASE_URL_ENV if os.environ.get(k)), None)
+        register_url_secrets(self.base_url)  # https://user:KEY@host/v1 or ?api-key=KEY
+        protect_logging()  # httpx/httpcore/openai log the URL at INFO/DEBUG
         key = api_key.get_secret_value() if api_key else None
         key = key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
         if key is None:
@@ -146,6 +168,7 @@ class OpenAIConnection:
         register_secret(key)
         self._api_key = key
         self.timeout_s = timeout_s
+        self.max_reply_bytes = max_reply_bytes
         self._clients: dict[int, Any] = {}
 
     def client(self) -> Any:
@@ -155,9 +178,16 @@ class OpenAIConnection:
         if client is None:
             import openai
 
-            # The client's default pool (1,000 connections) is far above any sensible caller concurrency.
+            from echo_builder.backends.bounded_http import capped_client
+
+            base_url, query = _split_query(self.base_url)
             client = openai.AsyncOpenAI(
-                api_key=self._api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0
+                api_key=self._api_key,
+                base_url=base_url,
+                timeout=self.timeout_s,
+                max_retries=0,
+                http_client=capped_client(self.max_reply_bytes, self.timeout_s),
+                default_query=query or None,  # ?api-key=... goes on every request, after the route
             )
             self._clients[id(loop)] = client
         return client
@@ -188,12 +218,31 @@ def _server_explanation(exc: Exception) -> str:
     return f" - {text[:300]}" if text else ""
 
 
+def _split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
+    """``https://h/v1?api-key=K`` -> (``https://h/v1``, ``{"api-key": "K"}``): the client appends routes to the
+    base URL, so a query must travel as its ``default_query``."""
+    if not url or "?" not in url:
+        return url, {}
+    from urllib.parse import parse_qsl
+
+    base, _, query = url.partition("?")
+    return base, dict(parse_qsl(query.partition("#")[0], keep_blank_values=True))
+
+
 def translate_openai_error(exc: Exception, who: str) -> Exception:
     """An ``openai`` client exception as :class:`RetryableBackendError` (timeouts, dropped connections, 408/409/
     425/429, 5xx with the server's ``Retry-After``, unreadable replies) or :class:`PermanentBackendError` (other
-    4xx and client errors); anything else is returned unchanged. Messages are redacted."""
+    4xx and client errors, a reply body over the size cap); anything else is returned unchanged. Messages are
+    redacted."""
     import openai
 
+    from echo_builder.backends.bounded_http import ReplyTooLargeError
+
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, ReplyTooLargeError):
+        cause = cause.__cause__ or cause.__context__
+    if cause is not None:  # the same server will send the same body again: not worth a retry
+        return PermanentBackendError(f"reply too large: {cause}", backend_id=who)
     message = redact(f"{type(exc).__name__}: {exc}{_server_explanation(exc)}")
     if isinstance(exc, openai.APITimeoutError):
         return RetryableBackendError(f"timed out: {message}", backend_id=who)
@@ -231,14 +280,19 @@ class OpenAIBackend(Backend):
         try:
             self.config = OpenAIConfig(**options)
         except ValidationError as exc:
-            raise ConfigError(f"invalid options for {self.backend_id}: {exc}") from None
+            raise invalid_options(self.backend_id, exc) from None
         self.connection = OpenAIConnection(
             self.backend_id,
             base_url=self.config.base_url,
             api_key=self.config.api_key,
             timeout_s=self.config.timeout_s,
+            max_reply_bytes=self.config.max_reply_bytes,
         )
         self.base_url = self.connection.base_url
+
+    def cache_settings(self) -> dict[str, Any]:
+        """``extra_body`` when set: it can change every reply (e.g. ``{"temperature": 1}``)."""
+        return {"extra_body": dict(self.config.extra_body)} if self.config.extra_body else {}
 
     def _request(self, messages: Sequence[Message], params: GenerationParams) -> dict[str, Any]:
         body: dict[str, Any] = {

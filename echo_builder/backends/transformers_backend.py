@@ -33,6 +33,7 @@ from echo_builder.backends.base import (
     Reply,
     TokenLogprob,
     Usage,
+    invalid_options,
     normalise_candidates,
 )
 from echo_builder.errors import BackendError, ConfigError, MissingDependencyError, PermanentBackendError
@@ -53,11 +54,11 @@ class TransformersConfig(BaseModel):
         attn_implementation: e.g. ``sdpa`` or ``flash_attention_2``; ``None`` lets transformers choose.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     dtype: str = "auto"
     device_map: str | None = None
-    batch_size: int = Field(default=8, ge=1)
+    batch_size: int = Field(default=8, ge=1, le=1024)
     revision: str | None = None
     trust_remote_code: bool = False
     attn_implementation: str | None = None
@@ -119,7 +120,7 @@ class TransformersBackend(Backend):
         try:
             self.config = TransformersConfig(**options)
         except ValidationError as exc:
-            raise ConfigError(f"invalid options for {self.backend_id}: {exc}") from None
+            raise invalid_options(self.backend_id, exc) from None
         _require()
         self._model: Any = None
         self._processor: Any = None
@@ -129,6 +130,14 @@ class TransformersBackend(Backend):
         self._collective_lock = (
             threading.Lock()
         )  # distributed batches must reach every process in the same order
+
+    def cache_settings(self) -> dict[str, Any]:
+        """Options that change the weights or the numerics of a reply, when not the defaults: ``revision`` (other
+        weights under the same id), ``dtype`` and ``attn_implementation``. Part of every cache key."""
+        c = self.config
+        chosen = {"revision": c.revision, "dtype": c.dtype if c.dtype != "auto" else None}
+        chosen["attn_implementation"] = c.attn_implementation
+        return {k: v for k, v in chosen.items() if v is not None}
 
     # -- loading ------------------------------------------------------------------------------------------------------
     def _load(self) -> None:

@@ -8,7 +8,7 @@ import time
 
 import click
 
-from echo_builder.commands.options import parse_options
+from echo_builder.commands.options import MAX_TIMEOUT_S, Number, parse_options
 
 __all__ = ["backends", "cache"]
 
@@ -45,8 +45,8 @@ def backends_list() -> None:
     "timeout_s",
     default=60.0,
     show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
-    help="Seconds before giving up.",
+    type=Number(float, 0, MAX_TIMEOUT_S, low_open=True, unit="seconds"),
+    help=f"Seconds before giving up, in (0, {MAX_TIMEOUT_S:g}].",
 )
 def backends_ping(spec: str, base_url: str | None, options: tuple[str, ...], timeout_s: float) -> None:
     """Send one tiny request to SPEC and print its latency and model snapshot."""

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from echo_builder.commands.options import call_limit_options, parse_options
-from echo_builder.secrets import redact
+from echo_builder.commands.options import MAX_CONCURRENCY, Number, call_limit_options, parse_options
+from echo_builder.secrets import protect_logging, redact, register_secret
 
 __all__ = ["build", "publish"]
 
@@ -48,11 +48,15 @@ __all__ = ["build", "publish"]
     "--threshold",
     default=4,
     show_default=True,
-    type=click.IntRange(1, 5),
+    type=Number(int, 1, 5),
     help="Keep posts whose relevance score (1-5, by the LLM or the rules baseline) is at least this.",
 )
 @click.option(
-    "--concurrency", default=8, show_default=True, type=click.IntRange(min=1), help="Model calls in flight."
+    "--concurrency",
+    default=8,
+    show_default=True,
+    type=Number(int, 1, MAX_CONCURRENCY),
+    help=f"Model calls in flight, 1-{MAX_CONCURRENCY}.",
 )
 @call_limit_options
 @click.option(
@@ -244,6 +248,8 @@ def publish(
         click.echo(
             "warning: --pseudonymize is deprecated; publish checks pseudonymization by default", err=True
         )
+    register_secret(token)  # a --token given on the command line is hidden like $HF_TOKEN
+    protect_logging()
     try:
         result = run_publish(
             directory, repo_id, token=token, private=private, check_pseudonymized=not skip_pseudonym_check

@@ -9,7 +9,15 @@ from typing import Any
 
 import click
 
-from echo_builder.commands.options import backend_options, call_limit_options
+from echo_builder.commands.options import (
+    MAX_CONCURRENCY,
+    MAX_LIMIT,
+    MAX_N_BOOT,
+    MAX_SEED,
+    Number,
+    backend_options,
+    call_limit_options,
+)
 
 __all__ = ["agreement", "judge", "leaderboard", "metrics"]
 
@@ -51,8 +59,8 @@ __all__ = ["agreement", "judge", "leaderboard", "metrics"]
     "--concurrency",
     default=8,
     show_default=True,
-    type=click.IntRange(min=1),
-    help="Judge calls in flight (batch size for local models).",
+    type=Number(int, 1, MAX_CONCURRENCY),
+    help=f"Judge calls in flight (batch size for local models), 1-{MAX_CONCURRENCY}.",
 )
 @call_limit_options
 @click.option(
@@ -65,7 +73,7 @@ __all__ = ["agreement", "judge", "leaderboard", "metrics"]
     show_default=True,
     help="probability mode: expected 1-9 rating, or TRIGScore from Good/Medium/Bad.",
 )
-@click.option("--limit", type=click.IntRange(min=1), help="Judge only the first N samples.")
+@click.option("--limit", type=Number(int, 1, MAX_LIMIT), help="Judge only the first N samples.")
 def judge(
     benchmark: str,
     config_name: str,
@@ -332,10 +340,16 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     "--n-boot",
     default=1000,
     show_default=True,
-    type=click.IntRange(min=10),
+    type=Number(int, 10, MAX_N_BOOT),
     help="Bootstrap replicates (resampling prompts); intervals need many, 1,000 is standard.",
 )
-@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap resampling.")
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=Number(int, 0, MAX_SEED),
+    help="Seed of the bootstrap resampling.",
+)
 @click.option(
     "--bootstrap-judges",
     is_flag=True,

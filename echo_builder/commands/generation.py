@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from echo_builder.commands.options import parse_options
+from echo_builder.commands.options import MAX_LIMIT, MAX_SEED, Number, parse_options
 
 __all__ = ["generate"]
 
@@ -37,10 +37,10 @@ _SHOWN_FAILURES = 5
     "--seed",
     default=0,
     show_default=True,
-    type=click.IntRange(min=0),
+    type=Number(int, 0, MAX_SEED),
     help="Base seed; each sample's seed derives from it and the sample id (same pixels with any process count).",
 )
-@click.option("--limit", type=click.IntRange(min=1), help="Generate only for the first N samples.")
+@click.option("--limit", type=Number(int, 1, MAX_LIMIT), help="Generate only for the first N samples.")
 @click.option(
     "-o",
     "--option",

@@ -1,29 +1,146 @@
-"""Option parsing shared by the subcommands."""
+"""Option parsing shared by the subcommands.
+
+Numeric options use :class:`Number` (click's ``FloatRange`` / ``IntRange`` semantics): nan, inf and values out of
+the accepted range are refused while the command line is parsed, as one ``error: --OPTION: ...`` line naming the
+option and the accepted range (exit 1), before anything is read or written.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-__all__ = ["backend_options", "call_limit_options", "parse_options"]
+from echo_builder.errors import ConfigError
+
+__all__ = [
+    "MAX_CONCURRENCY",
+    "MAX_LIMIT",
+    "MAX_N_BOOT",
+    "MAX_SEED",
+    "MAX_TIMEOUT_S",
+    "Number",
+    "backend_options",
+    "call_limit_options",
+    "parse_options",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: Longest accepted ``--timeout`` in seconds (one day): longer is a typo and overflows the event loop's clock.
+MAX_TIMEOUT_S = 86_400.0
+#: Most model calls in flight (batch size of a local model) a run accepts.
+MAX_CONCURRENCY = 1024
+#: Largest ``--limit`` (samples) accepted.
+MAX_LIMIT = 10**9
+#: Largest ``--n-boot`` (bootstrap replicates) accepted: each replicate refits the model table.
+MAX_N_BOOT = 1_000_000
+#: Largest seed accepted (numpy's and torch's generators take any value in ``[0, 2**32)``).
+MAX_SEED = 2**32 - 1
+
+
+class Number(click.ParamType):
+    """A finite int or float in ``[low, high]`` (an end is excluded with ``low_open`` / ``high_open``).
+
+    A value that is not a number, is nan or inf, or lies outside the range raises :class:`click.ClickException`
+    (shown by the CLI as one ``error:`` line naming the option and the range, exit 1).
+
+    Args:
+        kind: ``int`` or ``float``.
+        low, high: the range ends (``None``: unbounded on that side).
+        unit: what the number counts (``seconds``), shown in the error.
+    """
+
+    def __init__(
+        self,
+        kind: type,
+        low: float | None = None,
+        high: float | None = None,
+        *,
+        low_open: bool = False,
+        high_open: bool = False,
+        unit: str = "",
+    ) -> None:
+        self.kind, self.low, self.high = kind, low, high
+        self.low_open, self.high_open, self.unit = low_open, high_open, unit
+        self.name = "integer" if kind is int else "float"
+
+    def accepted(self) -> str:
+        """The accepted values in words, e.g. ``a whole number in [1, 1024]``."""
+        what = "a whole number" if self.kind is int else "a finite number"
+        if self.low is None and self.high is None:
+            span = ""
+        elif self.high is None:
+            span = f" {'>' if self.low_open else '>='} {_show(self.low)}"
+        elif self.low is None:
+            span = f" {'<' if self.high_open else '<='} {_show(self.high)}"
+        else:
+            span = f" in {'(' if self.low_open else '['}{_show(self.low)}, {_show(self.high)}{')' if self.high_open else ']'}"
+        return what + span + (f" ({self.unit})" if self.unit else "")
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "INTEGER" if self.kind is int else "FLOAT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, self.kind) and not isinstance(value, bool):
+            number = value
+        else:
+            try:
+                number = self.kind(str(value).strip())
+            except (TypeError, ValueError, OverflowError):
+                number = None
+        ok = number is not None and math.isfinite(number)
+        if ok and self.low is not None:
+            ok = number > self.low if self.low_open else number >= self.low
+        if ok and self.high is not None:
+            ok = number < self.high if self.high_open else number <= self.high
+        if not ok:
+            name = max(param.opts, key=len) if param is not None and param.opts else "value"
+            raise click.ClickException(f"{name}: {str(value)!r} is not accepted; give {self.accepted()}")
+        return number
+
+
+def _show(value: float | None) -> str:
+    return str(int(value)) if value is not None and float(value).is_integer() else f"{value:g}"
+
+
+class _NonFinite:
+    """Stands for a ``NaN`` / ``Infinity`` / ``-Infinity`` JSON constant while an option value is parsed."""
+
+
+def _has_non_finite(value: Any) -> bool:
+    if isinstance(value, _NonFinite):
+        return True
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_non_finite(v) for v in value)
+    return False
 
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
-    """``("timeout_s=30", "base_url=http://x/v1")`` -> dict; values are JSON when they parse, else strings."""
+    """``("timeout_s=30", "base_url=http://x/v1")`` -> dict; values are JSON when they parse, else strings.
+
+    Raises:
+        click.BadParameter: a pair without ``=``.
+        ConfigError: a value spelling nan or inf as JSON (``NaN``, ``Infinity``): no option accepts them.
+    """
     options: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--option")
         try:
-            options[key] = json.loads(raw)
+            value = json.loads(raw, parse_constant=lambda name: _NonFinite())
         except json.JSONDecodeError:
-            options[key] = raw
+            value = raw
+        options[key] = value
+        if _has_non_finite(value):
+            raise ConfigError(
+                f"-o {pair}: {key} must be a finite number (nan and inf are not accepted)"
+            ) from None
     return options
 
 
@@ -46,7 +163,7 @@ def call_limit_options(function: F) -> F:
         "--max-attempts",
         default=6,
         show_default=True,
-        type=click.IntRange(1, 100),
+        type=Number(int, 1, 100),
         help="Attempts per model call (429/5xx/timeouts back off) before it is a recorded failure.",
     )(function)
     return click.option(
@@ -54,6 +171,6 @@ def call_limit_options(function: F) -> F:
         "timeout_s",
         default=120.0,
         show_default=True,
-        type=click.FloatRange(min=0, min_open=True),
-        help="Seconds per model-call attempt.",
+        type=Number(float, 0, MAX_TIMEOUT_S, low_open=True, unit="seconds"),
+        help=f"Seconds per model-call attempt, in (0, {MAX_TIMEOUT_S:g}].",
     )(function)

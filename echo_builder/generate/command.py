@@ -36,6 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from echo_builder.backends.base import invalid_options
 from echo_builder.errors import ConfigError, ImageError
 from echo_builder.generate import register_generator
 from echo_builder.generate.base import STATUSES, GenerationRequest, GenerationResult, Generator
@@ -50,14 +51,14 @@ class CommandConfig(BaseModel):
     """Options of the ``command:`` generator (unknown keys are an error).
 
     Attributes:
-        timeout_s: seconds one sample may take before the program is killed.
+        timeout_s: seconds one sample may take before the program is killed, in (0, 86400].
         concurrency: programs running at once (1-64).
         env: extra environment variables for the program.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    timeout_s: float = Field(default=600.0, gt=0)
+    timeout_s: float = Field(default=600.0, gt=0, le=86_400.0)
     concurrency: int = Field(default=1, ge=1, le=64)
     env: dict[str, str] = Field(default_factory=dict)
 
@@ -75,7 +76,7 @@ class CommandGenerator(Generator):
         try:
             self.config = CommandConfig(**options)
         except ValidationError as exc:
-            raise ConfigError(f"invalid options for {self.spec}: {exc}") from None
+            raise invalid_options(self.spec, exc) from None
         try:
             self.argv = shlex.split(target)
         except ValueError as exc:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from echo_builder.backends.base import invalid_options
 from echo_builder.errors import ConfigError, MissingDependencyError
 from echo_builder.generate import register_generator
 from echo_builder.generate.base import GenerationRequest, GenerationResult, Generator
@@ -46,28 +47,29 @@ class DiffusersConfig(BaseModel):
     Attributes:
         dtype: weights dtype; ``auto`` is bfloat16 on a CUDA device that supports it, float16 on other CUDA and
             MPS devices, float32 on CPU.
-        steps: ``num_inference_steps`` (>= 1); ``None`` keeps the pipeline's default.
-        guidance_scale: classifier-free guidance scale; ``None`` keeps the pipeline's default.
-        height, width: output size in pixels for text-to-image (``None``: the pipeline's default).
+        steps: ``num_inference_steps`` in [1, 10000]; ``None`` keeps the pipeline's default.
+        guidance_scale: classifier-free guidance scale in [0, 1000]; ``None`` keeps the pipeline's default.
+        height, width: output size in pixels for text-to-image, in [8, 16384] (``None``: the pipeline's default).
         strength: image-to-image strength in (0, 1] (how far from the input image), when the pipeline takes it.
         negative_prompt: the negative prompt, when the pipeline takes one.
-        batch_size: samples per pipeline call (>= 1).
+        batch_size: samples per pipeline call, in [1, 1024]. Numbers must be finite (nan/inf are refused).
         input_images: ``all`` passes every input image (a list when there are several); ``first`` only the first.
         device: ``cuda:1``, ``cpu``, ...; ``None`` uses the process's accelerate device.
         revision, variant: passed to ``from_pretrained`` (e.g. ``variant=fp16``).
         call_kwargs: further keyword arguments for every pipeline call (e.g. ``{"max_sequence_length": 256}``).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # numbers are finite and bounded: nan/inf or a 10**9-pixel side fail here, not mid-run on the GPU
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
-    steps: int | None = Field(default=None, ge=1)
-    guidance_scale: float | None = Field(default=None, ge=0.0)
-    height: int | None = Field(default=None, ge=8)
-    width: int | None = Field(default=None, ge=8)
+    steps: int | None = Field(default=None, ge=1, le=10_000)
+    guidance_scale: float | None = Field(default=None, ge=0.0, le=1_000.0)
+    height: int | None = Field(default=None, ge=8, le=16_384)
+    width: int | None = Field(default=None, ge=8, le=16_384)
     strength: float | None = Field(default=None, gt=0.0, le=1.0)
     negative_prompt: str | None = None
-    batch_size: int = Field(default=1, ge=1)
+    batch_size: int = Field(default=1, ge=1, le=1024)
     input_images: Literal["all", "first"] = "all"
     device: str | None = None
     revision: str | None = None
@@ -110,7 +112,7 @@ class DiffusersGenerator(Generator):
         try:
             self.config = DiffusersConfig(**options)
         except ValidationError as exc:
-            raise ConfigError(f"invalid options for {self.spec}: {exc}") from None
+            raise invalid_options(self.spec, exc) from None
         self._pipe: Any = None
         self._variants: dict[str, Any] = {}  # "text" / "image" -> pipeline, or the reason there is none
         self._device: Any = None

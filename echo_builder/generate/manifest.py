@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from echo_builder.errors import ConfigError
-from echo_builder.secrets import get_logger
+from echo_builder.secrets import get_logger, redact
 
 __all__ = [
     "MANIFEST_FILE",
@@ -153,7 +153,8 @@ class ShardWriter:
         """Append one JSON line and flush it to the operating system."""
         if self._file is None:
             raise ValueError(f"{self.path} is closed")
-        self._file.write(json.dumps(entry, sort_keys=True, ensure_ascii=False) + "\n")
+        # no key a server echoed back (an error, a revised prompt) reaches the manifest
+        self._file.write(redact(json.dumps(entry, sort_keys=True, ensure_ascii=False)) + "\n")
         self._file.flush()
 
     def close(self) -> None:
@@ -199,7 +200,7 @@ def write_manifest(
     }
     path = model_dir / MANIFEST_FILE
     tmp = path.with_name(f".{MANIFEST_FILE}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(redact(json.dumps(manifest, indent=1, ensure_ascii=False)) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     for shard in shards:
         shard.unlink(missing_ok=True)

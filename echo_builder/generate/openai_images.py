@@ -30,12 +30,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from echo_builder.backends.base import run_sync
+from echo_builder.backends.base import invalid_options, run_sync
 from echo_builder.backends.caller import RetryPolicy
 from echo_builder.backends.openai_backend import OpenAIConnection, translate_openai_error
 from echo_builder.errors import (
     BackendError,
-    ConfigError,
     ImageError,
     PermanentBackendError,
     RetryableBackendError,
@@ -66,12 +65,15 @@ class OpenAIImagesConfig(BaseModel):
         input_fidelity: edits only (gpt-image-1: ``high`` keeps faces and details closer to the input).
         response_format: ``b64_json`` for models that default to URLs (dall-e-*); ``None`` sends nothing.
         concurrency: requests in flight at once (1-64).
-        timeout_s: seconds one attempt may take.
-        max_attempts, initial_backoff_s, max_backoff_s, max_total_s: the retry policy (see ``RetryPolicy``).
+        timeout_s: seconds one attempt may take, in (0, 86400].
+        max_attempts, initial_backoff_s, max_backoff_s, max_total_s: the retry policy (see ``RetryPolicy``), in
+            seconds, finite.
         extra_body: extra JSON fields for every request.
+        max_reply_bytes: cap on one reply body in bytes, decoded, in [1024, 2**32] (default 256 MiB: a 4096 px
+            PNG in base64 is ~60 MB); a larger reply fails that sample at once, without retries.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     base_url: str | None = None
     api_key: SecretStr | None = None
@@ -83,12 +85,13 @@ class OpenAIImagesConfig(BaseModel):
     input_fidelity: str | None = None
     response_format: Literal["b64_json", "url"] | None = None
     concurrency: int = Field(default=4, ge=1, le=64)
-    timeout_s: float = Field(default=300.0, gt=0)
+    timeout_s: float = Field(default=300.0, gt=0, le=86_400.0)
     max_attempts: int = Field(default=6, ge=1, le=100)
-    initial_backoff_s: float = Field(default=1.0, ge=0.0)
-    max_backoff_s: float = Field(default=60.0, ge=0.0)
-    max_total_s: float = Field(default=900.0, gt=0.0)
+    initial_backoff_s: float = Field(default=1.0, ge=0.0, le=86_400.0)
+    max_backoff_s: float = Field(default=60.0, ge=0.0, le=86_400.0)
+    max_total_s: float = Field(default=900.0, gt=0.0, le=7 * 86_400.0)
     extra_body: dict[str, Any] | None = None
+    max_reply_bytes: int = Field(default=256 * 2**20, ge=1024, le=2**32)
 
 
 def _png(image: Any) -> bytes:
@@ -113,6 +116,7 @@ class OpenAIImagesGenerator(Generator):
             "initial_backoff_s",
             "max_backoff_s",
             "max_total_s",
+            "max_reply_bytes",
         }
     )
 
@@ -121,12 +125,13 @@ class OpenAIImagesGenerator(Generator):
         try:
             self.config = OpenAIImagesConfig(**options)
         except ValidationError as exc:
-            raise ConfigError(f"invalid options for {self.spec}: {exc}") from None
+            raise invalid_options(self.spec, exc) from None
         self.connection = OpenAIConnection(
             self.spec,
             base_url=self.config.base_url,
             api_key=self.config.api_key,
             timeout_s=self.config.timeout_s,
+            max_reply_bytes=self.config.max_reply_bytes,
         )
         self.base_url = self.connection.base_url
         self.retry = RetryPolicy(

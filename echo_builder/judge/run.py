@@ -25,13 +25,13 @@ from typing import Any, Literal
 
 from echo_builder import __version__
 from echo_builder.backends import create_backend
-from echo_builder.backends.caller import ModelCaller, RetryPolicy
+from echo_builder.backends.caller import ModelCaller, RetryPolicy, check_call_limits
 from echo_builder.cache import CallCache
 from echo_builder.errors import ConfigError
 from echo_builder.judge.judging import Judge, JudgeItem
 from echo_builder.judge.prompts import PAIRWISE, PROBABILITY_DIGITS, PROBABILITY_TRIG, SINGLE
 from echo_builder.records import Verdict
-from echo_builder.secrets import get_logger
+from echo_builder.secrets import get_logger, redact
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -193,7 +193,8 @@ def run_judging(
             raise ConfigError(
                 f"{out} holds a {previous_mode} run; a {mode} run would replace its verdicts. Choose another --out."
             )
-    # backends are created first: a bad spec, option or missing key fails before anything is written
+    # limits and backends are checked first: a bad number, spec, option or missing key fails before anything is written
+    check_call_limits(concurrency=concurrency, timeout_s=timeout_s, max_attempts=max_attempts)
     backends = {spec: create_backend(spec, **(judge_options or {}).get(spec, {})) for spec in judges}
     out.mkdir(parents=True, exist_ok=True)
     cache = CallCache(cache_dir or out / "cache")
@@ -230,6 +231,8 @@ def run_judging(
             judge_info.append(
                 {
                     "spec": spec,
+                    # run-wide generation parameters and reply-changing options (-o temperature=..., extra_body)
+                    "settings": backend.settings(),
                     "snapshots": snapshots,
                     "calls": caller.stats.attempts,
                     "cache_hits": caller.stats.cache_hits,
@@ -276,7 +279,7 @@ def run_judging(
         "statuses": dict(Counter(v.status for v in verdicts)),
         "wall_time_s": round(time.time() - started, 3),
     }
-    (out / RUN_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    (out / RUN_FILE).write_text(redact(json.dumps(summary, indent=2, sort_keys=True)) + "\n")
     # One outputs folder often serves several configs: only ids that no config of the benchmark holds are news
     # (a renamed file, another benchmark's outputs); the count of all ignored files stays in run.json.
     elsewhere = _ids_of_other_configs(benchmark, config) if stray else set()

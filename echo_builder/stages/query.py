@@ -142,8 +142,21 @@ def _in_window(post: Post, keyword: Keyword, launch: datetime | None) -> bool:
         return True
     if post.created_at is None:
         return False
-    start = launch - timedelta(days=keyword.before_days)
-    return start <= post.created_at <= launch + timedelta(days=keyword.window_days)
+    start = _shift(launch, -keyword.before_days)
+    return start <= post.created_at <= _shift(launch, keyword.window_days)
+
+
+_LATEST = datetime.max.replace(tzinfo=timezone.utc)
+_EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
+
+
+def _shift(moment: datetime, days: int) -> datetime:
+    """``moment`` plus ``days`` days, clamped to the datetime range (a window of 3,000,000 days means "any time
+    after", not an OverflowError)."""
+    try:
+        return moment + timedelta(days=days)
+    except OverflowError:
+        return _LATEST if days > 0 else _EARLIEST
 
 
 def parse_launch_date(launch_date: date | datetime | str | None) -> datetime | None:

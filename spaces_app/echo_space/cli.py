@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from echo_builder.commands.options import MAX_N_BOOT, Number
 from echo_space.settings import ENV_VARS
 
 __all__ = ["main"]
@@ -63,7 +64,10 @@ __all__ = ["main"]
     help="Base URL of the openai: judges' server.",
 )
 @click.option(
-    "--n-boot", default=1000, type=click.IntRange(min=1), help="Bootstrap replicates of the intervals."
+    "--n-boot",
+    default=1000,
+    type=Number(int, 1, MAX_N_BOOT),
+    help="Bootstrap replicates of the intervals.",
 )
 @click.option(
     "--host",
@@ -73,7 +77,12 @@ __all__ = ["main"]
     help="Interface to listen on.",
 )
 @click.option(
-    "--port", envvar="GRADIO_SERVER_PORT", show_envvar=True, default=7860, type=int, help="TCP port."
+    "--port",
+    envvar="GRADIO_SERVER_PORT",
+    show_envvar=True,
+    default=7860,
+    type=Number(int, 1, 65535),
+    help="TCP port.",
 )
 def main(benchmark, runs, outputs, dino_weights, face_backend, judges, base_url, n_boot, host, port):
     """Serve the ECHO Space: browse the benchmark, rank a judge run, try the metrics on your own images.

@@ -14,7 +14,12 @@ body and its attempt number, so a test run is reproducible:
 - ``drop_mid``: status line, headers and half the promised body, then the connection is closed;
 - ``wrong_schema``: a well-formed chat completion whose message is valid JSON with the wrong fields for every
   stage and judge (``{"result": "ok", "items": []}``): it reaches the caller as a success, so the stage's schema
-  check and its one re-ask must catch it.
+  check and its one re-ask must catch it;
+- ``gzip_bomb``: status ``bomb_status`` (200) with ``Content-Encoding: gzip`` and a small body that inflates to
+  ``bomb_bytes`` zero bytes (64 MiB by default; the compressed body is about 1/1000 of that);
+- ``big_body``: HTTP 200 with ``big_body_bytes`` of JSON-ish text sent in 64 KiB chunks without a
+  ``Content-Length`` (chunked transfer coding), so only reading can find its size. The server counts the bytes it
+  managed to send in :attr:`ServerLog.body_bytes_sent` (the client stops reading, the rest never leaves).
 
 :data:`FAULT_KINDS` (the default of :class:`FaultPlan`) keeps its original seven kinds so seeded tests keep their
 draws; :data:`ALL_FAULT_KINDS` adds the two later ones. The server records every request body (or, with
@@ -131,6 +136,9 @@ class FaultPlan:
     retry_after_ms: float | None = 10.0
     retry_after_s: int | None = None
     slow_s: float = 2.0
+    bomb_bytes: int = 64 * 2**20
+    bomb_status: int = 200
+    big_body_bytes: int = 64 * 2**20
 
 
 @dataclass
@@ -140,6 +148,7 @@ class ServerLog:
     headers: list[dict[str, str]] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
+    body_bytes_sent: int = 0  # bytes of ``big_body`` replies written before the client stopped reading
     in_flight: int = 0
     max_in_flight: int = 0
 
@@ -300,6 +309,21 @@ def _logprobs(scripted: Scripted, top_k: int) -> list[dict[str, Any]]:
     return entries
 
 
+_GZIP_ZEROS: dict[int, bytes] = {}
+
+
+def _gzip_zeros(n: int) -> bytes:
+    """A gzip member inflating to ``n`` zero bytes (compressed in 1 MiB steps, cached per size)."""
+    if n not in _GZIP_ZEROS:
+        import zlib
+
+        compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        block = bytes(2**20)
+        parts = [compressor.compress(block[: min(len(block), n - done)]) for done in range(0, n, len(block))]
+        _GZIP_ZEROS[n] = b"".join(parts) + compressor.flush()
+    return _GZIP_ZEROS[n]
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 512  # listen() backlog; the default 5 drops bursts of connections for a second
@@ -342,6 +366,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def do_GET(self) -> None:
+        self.path = self.path.split("?", 1)[0]  # a key in the query (?api-key=) does not change the route
         if self.path.rstrip("/").endswith("/models"):
             body = {"object": "list", "data": [{"id": self.owner.model_snapshot, "object": "model"}]}
             self._send(200, json.dumps(body).encode())
@@ -350,6 +375,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         owner = self.owner
+        self.path = self.path.split("?", 1)[0]  # a key in the query (?api-key=) does not change the route
         length = int(self.headers.get("Content-Length", 0))
         raw = self.rfile.read(length)
         if len(raw) < length:  # the client died while sending (a killed process): nothing to answer
@@ -446,6 +472,26 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.close()
         elif kind == "wrong_fields":
             self._send(200, b'{"id": "chatcmpl-x", "object": "chat.completion", "result": "ok"}')
+        elif kind == "gzip_bomb":
+            payload = _gzip_zeros(plan.bomb_bytes)
+            self._send(plan.bomb_status, payload, {"Content-Encoding": "gzip"})
+        elif kind == "big_body":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = b" " * 65536
+            sent = 0
+            try:
+                while sent < plan.big_body_bytes:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    sent += len(chunk)
+                    with self.owner._lock:
+                        self.owner.log.body_bytes_sent += len(chunk)
+                self.wfile.write(b"0\r\n\r\n")
+            except OSError:  # the client stopped reading: what it refused was never sent
+                pass
+            self.close_connection = True
         elif kind == "refuse":
             error = {
                 "message": "Your request was rejected as a result of our safety system.",

@@ -619,6 +619,76 @@ def flow_screenshot_reply(case: dict[str, Any], ws: Workspace) -> Observed:
     return Observed(None, "", None, facts, _read_record(ws))
 
 
+def flow_backend(case: dict[str, Any], ws: Workspace) -> Observed:
+    """Model-backend cases (cases.d/backends.yaml): a command line ``input.args`` on a one-sample judge setup, with
+    ``{BENCH}``, ``{OUTPUTS}``, ``{INPUTS}``, ``{OUT}``, ``{BASE_URL}`` and ``{KEY}`` filled in, against the
+    loopback VLM answering ``input.reply`` (``{KEY}`` in it: the server echoes the key) or failing every request
+    with ``input.fault``. Facts: ``calls`` the server got, ``key_in_files``/``key_in_output`` (the key anywhere
+    under the output folder, decoded parquet and SQLite included / in the command's output and the logs)."""
+    import logging
+    import sqlite3
+
+    from tests.helpers.openai_server import FaultPlan
+
+    spec = case["input"]
+    key = spec.get("key", "sk-hostile-backend-KEY-0123456789")
+    server = ws.server()
+    server.reply = lambda body: spec.get("reply", "[[7]]").replace("{KEY}", key)
+    if spec.get("fault"):
+        server.faults = FaultPlan(always=lambda body: True, always_kind=spec["fault"])
+    if spec.get("server_key"):
+        server.api_key = spec["server_key"]
+    bench, outputs = _judge_setup(ws, "Make it warmer.", {"reference": {"s1.png": REFERENCE}})
+    host_port = server.base_url.split("//", 1)[1].split("/", 1)[0]
+    base_url = (
+        spec.get("base_url", "http://{HOSTPORT}/v1").replace("{HOSTPORT}", host_port).replace("{KEY}", key)
+    )
+    fill = {
+        "{BENCH}": bench,
+        "{OUTPUTS}": outputs,
+        "{INPUTS}": ws.inputs,
+        "{OUT}": ws.out,
+        "{BASE_URL}": base_url,
+    }
+    if "file" in case:
+        fill["{FILE}"] = ws.source(case["file"])
+    if "keywords" in spec:
+        fill["{KEYWORDS}"] = ws.inputs / "keywords.txt"
+        fill["{KEYWORDS}"].write_text(spec["keywords"], encoding="utf-8")
+    args = [str(fill.get(a, a)).replace("{KEY}", key) for a in spec["args"]]
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append  # type: ignore[method-assign]
+    root = logging.getLogger()
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    ws.begin()
+    try:
+        result = _cli(*args)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(previous)
+    logged = result.output + "\n".join(r.getMessage() for r in records)
+    written = []
+    for path in (p for p in ws.out.rglob("*") if p.is_file()) if ws.out.exists() else ():
+        written.append(path.read_bytes().decode("utf-8", "replace"))
+        if path.suffix == ".parquet":
+            written.append(_read_record(ws)(path.relative_to(ws.out).as_posix()))
+        if path.name == "calls.sqlite":
+            with sqlite3.connect(path) as conn:
+                written.extend(str(row) for row in conn.execute("SELECT * FROM calls"))
+    facts = {
+        "calls": server.calls,
+        "key_in_files": key in "\n".join(written),
+        "key_in_output": key in logged,
+    }
+    if (ws.out / "report.json").is_file():  # a build: posts past the keyword query
+        stages = {st["name"]: st for st in json.loads((ws.out / "report.json").read_text())["stages"]}
+        facts["queried"] = stages["query"]["out"]
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
 FLOWS: dict[str, Callable[[dict[str, Any], Workspace], Observed]] = {
     name.removeprefix("flow_"): fn for name, fn in globals().items() if name.startswith("flow_")
 }
