@@ -51,6 +51,7 @@ AUTO_TILE_OVERLAP = 256
 # tile origins on a multiple of 4 px: the HOG grid (8 px cells at upsample 1 = 4 px of the image) then falls on
 # the same pixels in every tile and on a small canvas, so a face gets the same box whatever the canvas size
 _TILE_ALIGN = 4
+_EDGE = 2  # px: a tile detection this close to an inner tile edge is taken as cut by the tile
 
 
 class DlibConfig(BaseModel):
@@ -265,6 +266,15 @@ class DlibFaceBackend(FaceBackend):
             for x0, x1 in _tile_spans(width):
                 tile = np.ascontiguousarray(rgb[y0:y1, x0:x1])
                 for rect, score in self._run_detector(tile, models, 1):
+                    # a box touching a tile edge inside the image may be a cut face: the neighbouring tile
+                    # holds it whole (faces up to the overlap), the whole-image pass holds the larger ones
+                    if (
+                        (x0 > 0 and rect.left() <= _EDGE)
+                        or (y0 > 0 and rect.top() <= _EDGE)
+                        or (x1 < width and rect.right() >= x1 - x0 - 1 - _EDGE)
+                        or (y1 < height and rect.bottom() >= y1 - y0 - 1 - _EDGE)
+                    ):
+                        continue
                     box = (rect.left() + x0, rect.top() + y0, rect.right() + x0, rect.bottom() + y0)
                     tiled.append((box, score))
         kept = _merge_boxes(tiled, [])
