@@ -275,3 +275,37 @@ def test_metrics_with_255_byte_model_names_writes_one_swatch_each(tmp_path):
     summary = {r["model"]: r for r in json.loads((tmp_path / "res" / "summary.json").read_text())["summary"]}
     assert summary[long_a]["pooled"] == pytest.approx(math.sqrt(10**2 + 10**2), abs=1e-4)
     assert summary[long_b]["pooled"] == 0.0
+
+
+def test_structure_rows_name_every_setting_that_changes_the_value(tmp_path):
+    """The backend id in a structure_distance row's detail names the weights, the resize and the reduction."""
+    pytest.importorskip("timm")
+    import pandas as pd
+
+    bench = _one_sample_bench(tmp_path)
+    outputs = make_outputs(tmp_path / "outputs", {"m": {"s1": grey_img()}})
+    ids = []
+    for reduction in ("max", "min"):
+        out = tmp_path / reduction
+        result = _metrics(
+            "--benchmark",
+            str(bench),
+            "--config",
+            "image_to_image",
+            "--outputs",
+            str(outputs),
+            "--metric",
+            "structure_distance",
+            "--dino-weights",
+            "random:0",
+            "--structure-reduction",
+            reduction,
+            "--out",
+            str(out),
+        )
+        assert result.exit_code == 0, result.output
+        ids.append(json.loads(pd.read_parquet(out / "metrics.parquet")["detail"][0])["backend"])
+    assert ids == [
+        f"dino:vit_small_patch16_224.dino+weights=random:0+resize=bicubic224+reduction={r}"
+        for r in ("max", "min")
+    ]
