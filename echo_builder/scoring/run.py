@@ -133,9 +133,17 @@ def run_metrics(
         options: ``dino_weights`` (path or ``random:<seed>``), ``structure_reduction``, ``face_backend``,
             ``face_options``, ``judges``, ``judge_options``, ``cache_dir``.
 
+    Returns:
+        :class:`MetricsRunResult`; its ``summary`` rows hold ``model, metric, mean, n, n_nan, nan_reasons`` (reason
+        prefix -> count), ``notes`` (note -> count of conventional values such as 0.0 for no face in the output)
+        and ``higher_is_better``, plus for color shift ``pooled`` (8-bit levels, None when undefined),
+        ``pooled_n``, ``pooled_deltas`` (R, G, B) and ``pooled_reason``; ``unmatched`` counts output files that
+        match no sample of any config, per model (also logged as a warning).
+
     Raises:
         ConfigError: an unknown metric, a requested metric that cannot run (its message says how to fix it),
-            or unreadable outputs.
+            unreadable outputs, or no output file of any model matching a sample id of the config (nothing is
+            written then).
     """
     import pandas as pd
 
