@@ -82,8 +82,13 @@ def test_pooled_color_shift_is_one_figure_over_applicable_samples_everywhere(tmp
     assert row["pooled"] == pytest.approx(expected, abs=1e-4)
     assert row["pooled_n"] == 2 and row["pooled_deltas"] == pytest.approx([1.5, 2.0, -0.5], abs=1e-4)
     assert row["nan_reasons"] == {"not applicable": 1}
-    csv_header = (tmp_path / "res" / "summary.csv").read_text().splitlines()[0].split(",")
-    assert "pooled" in csv_header
+    import pandas as pd
+
+    (csv_row,) = pd.read_csv(tmp_path / "res" / "summary.csv").to_dict("records")
+    assert (
+        csv_row["pooled"] == pytest.approx(expected, abs=1e-4)
+        and csv_row["nan_reasons"] == "not applicable x1"
+    )
 
     # the printed table holds the same number
     pooled_line = next(
@@ -167,6 +172,10 @@ def test_no_face_in_output_keeps_its_reason_in_the_csv_summary_and_table(tmp_pat
         "failure: no face detected in the output although the inputs show one": 1
     }
     assert summary["kept"]["notes"] == {}
+    csv_summary = pd.read_csv(out / "summary.csv").set_index("model")
+    assert csv_summary.loc["lost", "notes"] == (
+        "failure: no face detected in the output although the inputs show one x1"
+    )
     lost_line = next(line for line in result.stdout.splitlines() if line.startswith("lost "))
     assert "no face detected in the output" in lost_line
 
@@ -309,3 +318,14 @@ def test_structure_rows_name_every_setting_that_changes_the_value(tmp_path):
         f"dino:vit_small_patch16_224.dino+weights=random:0+resize=bicubic224+reduction={r}"
         for r in ("max", "min")
     ]
+
+
+def test_text_rendering_backend_id_names_judges_and_options_without_credentials():
+    from echo_builder.scoring.text import _backend_id
+
+    options = {"openai:a": {"base_url": "http://u:sk-1@h/v1", "api_key": "sk-2", "temperature": 0, "seed": 3}}
+    ident = _backend_id(["openai:a", "transformers:b"], options)
+    assert ident == "text_rendering:openai:a{seed=3,temperature=0},transformers:b+prompt=echo-text-v1"
+    assert "sk-" not in ident
+    warmer = _backend_id(["openai:a", "transformers:b"], {"openai:a": {"temperature": 1, "seed": 3}})
+    assert warmer != ident

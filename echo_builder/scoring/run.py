@@ -197,8 +197,15 @@ def run_metrics(
             if row["metric"] == "color_shift" and row["model"] in pooled:
                 row.update(_pooled_fields(pooled[row["model"]]))
     table = pd.DataFrame(summary)
-    # the per-reason counts and the deltas are lists/dicts: summary.json holds them
-    table = table.drop(columns=[c for c in ("nan_reasons", "notes", "pooled_deltas") if c in table.columns])
+    # CSV cells hold text: the reason counts as "reason xN; ...", the deltas as "R G B"
+    for column in ("nan_reasons", "notes"):
+        if column in table.columns:
+            table[column] = [_counts_text(c) for c in table[column]]
+    if "pooled_deltas" in table.columns:
+        table["pooled_deltas"] = [
+            " ".join("nan" if d is None else f"{d:g}" for d in v) if isinstance(v, list) else None
+            for v in table["pooled_deltas"]
+        ]
     table.to_csv(out / "summary.csv", index=False)
     (out / "summary.json").write_text(
         json.dumps({"summary": summary, "unavailable": unavailable, "unmatched_outputs": unmatched}, indent=2)
@@ -340,6 +347,11 @@ def _summary(frame: Any) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _counts_text(counts: Any) -> str:
+    """``{"missing output": 1, "not applicable": 2}`` as ``"missing output x1; not applicable x2"``."""
+    return "; ".join(f"{k} x{v}" for k, v in counts.items()) if isinstance(counts, dict) else ""
 
 
 def _note_key(note: str) -> str:
