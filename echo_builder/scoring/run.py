@@ -247,11 +247,13 @@ def _check_matches(
             for p in (Path(outputs_dir) / model).iterdir()
             if p.is_dir() and not p.name.startswith(".")
         )
-        example = str(samples[0]["id"])
+        # one line whatever the names hold: control characters are shown escaped
+        example = str(samples[0]["id"]).encode("unicode_escape").decode("ascii")
         hint = (
-            f"; the model folders hold sub-folders ({', '.join(nested[:3])}{', ...' if len(nested) > 3 else ''}): "
+            f"; the model folders hold sub-folders ({', '.join(repr(n) for n in nested[:3])}"
+            f"{', ...' if len(nested) > 3 else ''}): "
             "is --outputs one level too high?"
-            if nested and not n_files
+            if nested
             else ""
         )
         raise ConfigError(
