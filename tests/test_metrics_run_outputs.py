@@ -172,6 +172,9 @@ def test_no_face_in_output_keeps_its_reason_in_the_csv_summary_and_table(tmp_pat
         "failure: no face detected in the output although the inputs show one": 1
     }
     assert summary["kept"]["notes"] == {}
+    assert summary["kept"]["backend"] == (
+        "dlib:dlib_face_recognition_resnet_model_v1+hog+5pt+upsample=auto+threshold=0+padding=0.25+jitters=0"
+    )
     csv_summary = pd.read_csv(out / "summary.csv").set_index("model")
     assert csv_summary.loc["lost", "notes"] == (
         "failure: no face detected in the output although the inputs show one x1"

@@ -346,9 +346,22 @@ def _summary(frame: Any) -> list[dict[str, Any]]:
                     Counter(_note_key(r) for r in group.get("note", ()) if isinstance(r, str) and r)
                 ),
                 "higher_is_better": spec.higher_is_better if spec else None,
+                # scores compare only within one backend: its id (every setting that changes a value) goes along
+                "backend": _backend_of(group["detail"]),
             }
         )
     return out
+
+
+def _backend_of(details: Any) -> str | None:
+    """The backend id(s) recorded in the rows' ``detail`` JSON (``" | "``-joined if several), else None."""
+    found = []
+    for detail in details:
+        if isinstance(detail, str) and '"backend"' in detail:
+            backend = json.loads(detail).get("backend")
+            if backend and backend not in found:
+                found.append(backend)
+    return " | ".join(found) or None
 
 
 def _counts_text(counts: Any) -> str:
