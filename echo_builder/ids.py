@@ -13,7 +13,15 @@ from typing import Any, TypeVar
 
 from echo_builder.errors import RecordError
 
-__all__ = ["PLATFORMS", "make_post_id", "sample_id", "split_post_id", "unique_sample_ids"]
+__all__ = [
+    "NAME_MAX",
+    "PLATFORMS",
+    "make_post_id",
+    "safe_file_name",
+    "sample_id",
+    "split_post_id",
+    "unique_sample_ids",
+]
 
 _S = TypeVar("_S", bound=Any)
 
@@ -86,3 +94,44 @@ def unique_sample_ids(samples: Sequence[_S]) -> tuple[list[_S], list[str]]:
         kept.append(renamed)
         notes.append(f"sample {sample.id}: another sample had the same id; this one is {renamed.id}")
     return kept, notes
+
+
+#: The longest file name (one path component) most file systems accept, in bytes (POSIX ``NAME_MAX``).
+NAME_MAX = 255
+_WINDOWS_RESERVED = frozenset(
+    {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))}
+)
+
+
+def safe_file_name(name: str, suffix: str = "", *, max_bytes: int = NAME_MAX) -> str:
+    """A file name for ``name`` (a model name, sample id or config value) that every file system accepts.
+
+    ``name + suffix`` is returned unchanged when it is already safe: only letters, digits and ``-_.+``, not starting
+    with ``-`` or ``.``, not a Windows device name (``CON``, ``nul.txt``) and at most ``max_bytes`` bytes in UTF-8.
+    Otherwise the name is cleaned (other characters become ``_``), cut to fit (on a character boundary) and
+    followed by ``-`` and the first 12 hex digits of its SHA-256, so two names that clean or cut to the same text
+    (``"a b"`` and ``"a_b"``; two 300-byte names sharing their first 250 bytes) never share a file.
+
+    Args:
+        name: any string (may be empty, hold ``/``, NUL, newlines, be longer than the limit).
+        suffix: appended as is, e.g. ``".png"`` (must itself be safe and short).
+        max_bytes: limit on the whole result in UTF-8 bytes (default :data:`NAME_MAX`, 255).
+
+    Returns:
+        A non-empty file name of at most ``max_bytes`` UTF-8 bytes ending in ``suffix``; the same ``name``
+        always gives the same result.
+
+    Raises:
+        ValueError: ``max_bytes`` leaves no room for the suffix, the hash and one character.
+    """
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    room = max_bytes - len(suffix.encode("utf-8")) - len(digest) - 1
+    if room < 1:
+        raise ValueError(f"max_bytes={max_bytes} leaves no room for a name before {suffix!r}")
+    cleaned = "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name).strip(".-") or "file"
+    if cleaned.split(".")[0].upper() in _WINDOWS_RESERVED:
+        cleaned = "_" + cleaned
+    if cleaned == name and len((name + suffix).encode("utf-8")) <= max_bytes:
+        return name + suffix
+    cut = cleaned.encode("utf-8")[:room].decode("utf-8", "ignore").rstrip(".-") or "file"
+    return f"{cut}-{digest}{suffix}"

@@ -124,7 +124,9 @@ def test_dlib_same_person_edits_score_above_0_9(dlib_variant_result):
     # measured: hue shift 0.988, flip 0.992, half size 0.984
     assert all(v > 0.9 for v in scores.values()), scores
     assert result.nan_reasons == [None, None, None]
-    assert result.extras["backend"] == "dlib:dlib_face_recognition_resnet_model_v1+hog+5pt"
+    assert result.extras["backend"] == (
+        "dlib:dlib_face_recognition_resnet_model_v1+hog+5pt+upsample=auto+threshold=0+padding=0.25+jitters=0"
+    )
     assert result.extras["same_person_rule"] == "euclidean < 0.6"
     assert result.extras["same_person"] == [True, True, True]
     assert all(d < 0.3 for d in result.extras["min_euclidean_distance"])

@@ -212,12 +212,26 @@ def metrics(
     click.echo(f"{'model':<28} {'metric':<20} {'better':<6} {'mean':>9} {'n':>5} {'NaN':>5}  NaN reasons")
     for row in result.summary:
         mean = f"{row['mean']:9.4f}" if row["mean"] is not None else f"{'n/a':>9}"
-        reasons = ", ".join(f"{k} x{v}" for k, v in row["nan_reasons"].items())
+        # NaN reasons, then the notes of numbers that are conventions (e.g. "0 for no face in the output")
+        reasons = ", ".join(
+            [f"{k} x{v}" for k, v in row["nan_reasons"].items()]
+            + [f"{k} x{v}" for k, v in row.get("notes", {}).items()]
+        )
         better = {True: "higher", False: "lower"}.get(row["higher_is_better"], "-")
         click.echo(
             f"{row['model'][:28]:<28} {row['metric']:<20} {better:<6} {mean} {row['n']:>5} {row['n_nan']:>5}  "
             f"{reasons or '-'}"
         )
+    pooled = [row for row in result.summary if "pooled" in row]
+    if pooled:
+        click.echo(
+            "\npooled color shift (histograms summed over each model's applicable samples, as in the paper's "
+            "figure; color_swatches/):"
+        )
+        for row in pooled:
+            value = f"{row['pooled']:9.4f}" if row["pooled"] is not None else f"{'n/a':>9}"
+            why = f"  {row['pooled_reason']}" if row.get("pooled_reason") else ""
+            click.echo(f"{row['model'][:28]:<28} {value} over {row['pooled_n']} samples{why}")
     for name, reason in result.unavailable.items():
         click.echo(f"not computed: {name}: {reason}", err=True)
     click.echo(f"wrote {result.out_dir}")

@@ -26,6 +26,10 @@ Readings where the paper is terse, chosen here and kept by the tests:
   missing output (or no input) drops out of both sides, so inputs and outputs cover the same prompts. Such
   samples are counted in the result, not hidden. (So two models with different missing outputs get slightly
   different pooled input means; the paper shows one input vector, which holds when no output is missing.)
+- Applicability is respected in both modes: a sample whose benchmark flag ``no_color_shift`` is false (the edit
+  asks for a color change) is given as ``applicable=False`` and is NaN per sample and left out of both pooled
+  sides. ``echo-bench metrics`` (table, ``summary.json`` and ``color_swatches/<model>.png``) and the ``evaluate``
+  module show this one pooled figure.
 
 A channel whose kept histogram is empty (an all-black or all-white image, or one clipped everywhere) has no mean;
 the sample's value is then NaN with that reason, never 0.
@@ -57,6 +61,7 @@ __all__ = [
     "COLOR_SHIFT",
     "KEEP_HIGH",
     "KEEP_LOW",
+    "NOT_APPLICABLE",
     "NO_INPUT_IMAGES",
     "OUTPUT_MISSING",
     "PooledColorShift",
@@ -145,6 +150,7 @@ class PooledColorShift:
         n_no_input: samples left out of both sides because they have no input image.
         n_unreadable: samples left out of both sides because an image is unreadable (``on_image_error="nan"``).
         reason: why ``magnitude`` is NaN, else ``None``.
+        n_not_applicable: samples left out of both sides because ``applicable`` was ``False`` for them.
     """
 
     magnitude: float
@@ -157,15 +163,32 @@ class PooledColorShift:
     n_no_input: int
     n_unreadable: int = 0
     reason: str | None = None
+    n_not_applicable: int = 0
 
 
-def _check_arguments(inputs: Sequence[Any], outputs: Sequence[Any], on_image_error: str) -> None:
+#: NaN reason of a sample whose benchmark says the metric does not apply (its ``no_color_shift`` flag is false).
+NOT_APPLICABLE = "not applicable: the sample's no_color_shift flag is false"
+
+
+def _check_arguments(
+    inputs: Sequence[Any],
+    outputs: Sequence[Any],
+    on_image_error: str,
+    applicable: Sequence[bool | None] | None = None,
+) -> list[bool]:
+    """Validate the arguments; returns one "skip as not applicable" flag per sample."""
     if len(inputs) != len(outputs):
         raise ConfigError(
             f"inputs and outputs must pair up one to one: got {len(inputs)} inputs and {len(outputs)} outputs"
         )
     if on_image_error not in ("raise", "nan"):
         raise ConfigError(f"on_image_error must be 'raise' or 'nan', got {on_image_error!r}")
+    if applicable is None:
+        return [False] * len(outputs)
+    if len(applicable) != len(outputs):
+        raise ConfigError(f"applicable needs one flag per sample: got {len(applicable)} for {len(outputs)}")
+    # only a boolean False says "not applicable"; None (or a missing value) means unknown: computed
+    return [isinstance(flag, (bool, np.bool_)) and not flag for flag in applicable]
 
 
 def _sample_histograms(i: int, images: list[Any], output: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -198,6 +221,7 @@ def color_shift(
     *,
     on_image_error: str = "raise",
     progress: bool = False,
+    applicable: Sequence[bool | None] | None = None,
 ) -> MetricResult:
     """Per-sample color shift magnitude between input image(s) and output (lower is better, 0 = no shift).
 
@@ -209,6 +233,8 @@ def color_shift(
         on_image_error: ``"raise"`` (default) re-raises :class:`ImageError` for an unreadable image; ``"nan"``
             makes that sample NaN with the error as its reason.
         progress: show a tqdm progress bar.
+        applicable: optional, one flag per sample (the benchmark's ``no_color_shift`` flag): ``False`` makes the
+            sample NaN with reason :data:`NOT_APPLICABLE`; ``True`` or ``None`` (unknown) computes it.
 
     Returns:
         :class:`MetricResult` with ``values`` float64 (n,) in 8-bit levels, range [0, 245*sqrt(3)]; NaN with a
@@ -230,7 +256,7 @@ def color_shift(
         >>> float(color_shift([grey], [warm]).values[0])
         5.0
     """
-    _check_arguments(inputs, outputs, on_image_error)
+    skip = _check_arguments(inputs, outputs, on_image_error, applicable)
     n = len(outputs)
     values = np.full(n, np.nan)
     input_means = np.full((n, 3), np.nan)
@@ -238,6 +264,9 @@ def color_shift(
     reasons: list[str | None] = [None] * n
     samples = _progress(enumerate(zip(inputs, outputs, strict=True)), progress, "color_shift", n)
     for i, (item, output) in samples:
+        if skip[i]:
+            reasons[i] = NOT_APPLICABLE
+            continue
         images = as_image_list(item)
         if not images:
             reasons[i] = NO_INPUT_IMAGES
@@ -276,6 +305,7 @@ def pooled_color_shift(
     *,
     on_image_error: str = "raise",
     progress: bool = False,
+    applicable: Sequence[bool | None] | None = None,
 ) -> PooledColorShift:
     """Model-level color shift from raw histograms summed over all samples (how the paper's figure was made).
 
@@ -288,6 +318,8 @@ def pooled_color_shift(
         on_image_error: ``"raise"`` (default) re-raises :class:`ImageError`; ``"nan"`` leaves a sample with an
             unreadable image out of both sides and counts it in ``n_unreadable``.
         progress: show a tqdm progress bar.
+        applicable: optional, one flag per sample (the benchmark's ``no_color_shift`` flag): a sample with
+            ``False`` is left out of both sides (counted in ``n_not_applicable``); ``True``/``None`` is pooled.
 
     Returns:
         :class:`PooledColorShift`; ``magnitude`` in 8-bit levels, NaN with ``reason`` when nothing is left to
@@ -297,14 +329,17 @@ def pooled_color_shift(
         ConfigError: ``inputs`` and ``outputs`` differ in length, or a bad ``on_image_error``.
         ImageError: an image given cannot be decoded (with ``on_image_error="raise"``).
     """
-    _check_arguments(inputs, outputs, on_image_error)
+    skip = _check_arguments(inputs, outputs, on_image_error, applicable)
     in_hist = np.zeros((3, 256), dtype=np.int64)
     out_hist = np.zeros((3, 256), dtype=np.int64)
-    n_images = n_inputs = n_missing = n_no_input = n_unreadable = 0
+    n_images = n_inputs = n_missing = n_no_input = n_unreadable = n_not_applicable = 0
     samples = _progress(
         enumerate(zip(inputs, outputs, strict=True)), progress, "pooled color_shift", len(outputs)
     )
     for i, (item, output) in samples:
+        if skip[i]:
+            n_not_applicable += 1
+            continue
         images = as_image_list(item)
         if not images:
             n_no_input += 1
@@ -327,7 +362,7 @@ def pooled_color_shift(
     if n_images == 0:
         reason: str | None = (
             f"no sample with both an input image and a readable output ({n_missing} missing outputs, "
-            f"{n_no_input} without input, {n_unreadable} unreadable)"
+            f"{n_no_input} without input, {n_unreadable} unreadable, {n_not_applicable} not applicable)"
         )
     else:
         reason = _empty_reason("pooled input", input_means) or _empty_reason("pooled output", output_means)
@@ -343,4 +378,5 @@ def pooled_color_shift(
         n_no_input=n_no_input,
         n_unreadable=n_unreadable,
         reason=reason,
+        n_not_applicable=n_not_applicable,
     )

@@ -29,7 +29,7 @@ Example::
     >>> from echo_builder.scoring.faces import face_identity
     >>> result = face_identity([["input.png"]], ["output.png"], backend="dlib")  # doctest: +SKIP
     >>> result.values, result.extras["backend"]  # doctest: +SKIP
-    (array([0.97]), 'dlib:dlib_face_recognition_resnet_model_v1+hog+5pt')
+    (array([0.97]), 'dlib:dlib_face_recognition_resnet_model_v1+hog+5pt+upsample=auto+threshold=0+padding=0.25+jitters=0')
 """
 
 from __future__ import annotations

@@ -98,6 +98,12 @@ class AuraFaceConfig(BaseModel):
         recognizer_mean, recognizer_std: recogniser input normalisation (127.5, 127.5; use 0 and 1 for converted
             MXNet models that normalise inside the graph).
         providers: onnxruntime execution providers; default CUDA when available, then CPU.
+        tile: ``True`` (default): an image larger than the detector input is also searched at its own scale in
+            overlapping tiles of the detector's input size (overlap a quarter of a tile), besides the whole image
+            shrunk into the input, and the boxes of both are merged by NMS; so a small face is found whatever the
+            canvas size (shrinking a 1600 x 1200 canvas into 640 x 640 makes a 34 px face 14 px, under SCRFD's
+            reliable range). Memory stays bounded (one tile at a time). ``False``: the whole image only
+            (insightface's behaviour).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -116,6 +122,7 @@ class AuraFaceConfig(BaseModel):
     recognizer_mean: float = 127.5
     recognizer_std: float = Field(default=127.5, gt=0.0)
     providers: tuple[str, ...] | None = None
+    tile: bool = True
 
 
 # ------------------------------------------------------------------------------------------ detection (SCRFD)
@@ -325,6 +332,18 @@ def _import_onnxruntime() -> Any:
     return onnxruntime
 
 
+_EDGE = 2.0  # px: a tile detection this close to an inner tile edge is taken as cut by the tile
+
+
+def _starts(length: int, tile: int) -> list[int]:
+    """Tile origins along one axis: every ``3/4 * tile`` px, the last tile ending at ``length``."""
+    if length <= tile:
+        return [0]
+    step = max(1, tile - tile // 4)
+    last = length - tile
+    return [*range(0, last, step), last]
+
+
 def _how_to_get(cfg: AuraFaceConfig) -> str:
     return (
         f"Download them with `huggingface-cli download {cfg.repo_id} {cfg.detector_file} {cfg.recognizer_file} "
@@ -348,9 +367,24 @@ class AuraFaceBackend(FaceBackend):
 
     @property
     def backend_id(self) -> str:
+        """Every setting that changes a value: the two networks, the channel order, the detector input size,
+        thresholds, tiling and the input normalisations, e.g. ``"auraface:glintr100+scrfd_10g_bnkps+RGB+det=640x640
+        +det_threshold=0.5+nms=0.4+tiled+det_norm=127.5/128+rec_norm=127.5/127.5"`` (one line).
+
+        ``det`` is the configured ``det_size``; a detector with a fixed input size uses its own."""
         cfg: AuraFaceConfig = self.config  # type: ignore[assignment]
-        ident = f"auraface:{Path(cfg.recognizer_file).stem}+{Path(cfg.detector_file).stem}"
-        return ident if cfg.channel_order == "RGB" else f"{ident}+{cfg.channel_order}"
+        parts = [
+            f"auraface:{Path(cfg.recognizer_file).stem}",
+            Path(cfg.detector_file).stem,
+            cfg.channel_order,
+            f"det={cfg.det_size[0]}x{cfg.det_size[1]}",
+            f"det_threshold={cfg.det_threshold:g}",
+            f"nms={cfg.nms_threshold:g}",
+            "tiled" if cfg.tile else "whole",
+            f"det_norm={cfg.detector_mean:g}/{cfg.detector_std:g}",
+            f"rec_norm={cfg.recognizer_mean:g}/{cfg.recognizer_std:g}",
+        ]
+        return "+".join(parts)
 
     @property
     def network_channel_order(self) -> Literal["RGB", "BGR"]:
@@ -437,7 +471,41 @@ class AuraFaceBackend(FaceBackend):
 
     def detect(self, rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Run SCRFD on ``rgb`` (uint8 (H, W, 3)): boxes (k, 4), scores (k,), keypoints (k, 5, 2) in image pixels,
-        after thresholding and NMS, highest score first."""
+        after thresholding and NMS, highest score first.
+
+        The whole image is shrunk (or enlarged) into the detector input; with ``tile`` (default) an image larger
+        than that input is also searched at its own scale in overlapping input-sized tiles (see
+        :class:`AuraFaceConfig`), and the boxes of all passes go through one NMS."""
+        cfg: AuraFaceConfig = self.config  # type: ignore[assignment]
+        in_h, in_w = self._load()["det_hw"]
+        height, width = rgb.shape[:2]
+        passes = [self._detect_once(rgb)]
+        if cfg.tile and (height > in_h or width > in_w):
+            for y0 in _starts(height, in_h):
+                for x0 in _starts(width, in_w):
+                    boxes, scores, kps = self._detect_once(rgb[y0 : y0 + in_h, x0 : x0 + in_w])
+                    # a box touching a tile edge inside the image may be a cut face: the neighbouring tile
+                    # (overlap a quarter tile) holds it whole, the whole-image pass holds the larger ones
+                    cut = np.zeros(len(boxes), dtype=bool)
+                    if x0 > 0:
+                        cut |= boxes[:, 0] <= _EDGE
+                    if y0 > 0:
+                        cut |= boxes[:, 1] <= _EDGE
+                    if x0 + in_w < width:
+                        cut |= boxes[:, 2] >= in_w - _EDGE
+                    if y0 + in_h < height:
+                        cut |= boxes[:, 3] >= in_h - _EDGE
+                    offset = np.array([x0, y0], dtype=np.float64)
+                    passes.append((boxes[~cut] + np.tile(offset, 2), scores[~cut], kps[~cut] + offset))
+        boxes = np.concatenate([p[0] for p in passes]).reshape(-1, 4)
+        scores = np.concatenate([p[1] for p in passes]).reshape(-1)
+        kps = np.concatenate([p[2] for p in passes]).reshape(-1, 5, 2)
+        keep = nms(boxes, scores, cfg.nms_threshold)
+        return boxes[keep], scores[keep], kps[keep]
+
+    def _detect_once(self, rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """SCRFD on ``rgb`` resized (aspect kept) into the detector input: boxes, scores, keypoints in ``rgb``'s
+        pixels, thresholded, before NMS."""
         from PIL import Image
 
         cfg: AuraFaceConfig = self.config  # type: ignore[assignment]
@@ -452,7 +520,9 @@ class AuraFaceBackend(FaceBackend):
             new_h = max(1, int(new_w * height / width))
         scale = new_h / height
         canvas = np.zeros((in_h, in_w, 3), dtype=np.uint8)
-        canvas[:new_h, :new_w] = np.asarray(Image.fromarray(rgb).resize((new_w, new_h), Image.BILINEAR))
+        canvas[:new_h, :new_w] = np.asarray(
+            Image.fromarray(np.ascontiguousarray(rgb)).resize((new_w, new_h), Image.BILINEAR)
+        )
         blob = self.to_blob(canvas[None], cfg.detector_mean, cfg.detector_std)
         session = models["detector"]
         with self._lock:
@@ -461,9 +531,7 @@ class AuraFaceBackend(FaceBackend):
             outputs, input_hw=(in_h, in_w), threshold=cfg.det_threshold, strides=strides, num_anchors=anchors
         )
         assert kps is not None  # layouts without keypoints are refused on load
-        boxes, kps = boxes / scale, kps / scale
-        keep = nms(boxes, scores, cfg.nms_threshold)
-        return boxes[keep], scores[keep], kps[keep]
+        return boxes / scale, scores, kps / scale
 
     def embed(self, crops: np.ndarray) -> np.ndarray:
         """Recogniser embeddings of aligned crops: uint8 (n, s, s, 3) RGB -> float32 (n, d), not normalised."""

@@ -44,7 +44,14 @@ DLIB_MODEL_FILES = {
     "cnn_detector": "mmod_human_face_detector.dat",
 }
 MODEL_DIR_ENV = "ECHO_DLIB_MODELS_DIR"
-AUTO_UPSAMPLE_MAX_SIDE = 1024
+#: ``upsample="auto"``: the side of the square tiles searched at upsample 1 (an image no larger is one tile).
+AUTO_TILE_SIDE = 1024
+#: ``upsample="auto"``: overlap of neighbouring tiles, in pixels; a face up to this size lies whole in a tile.
+AUTO_TILE_OVERLAP = 256
+# tile origins on a multiple of 4 px: the HOG grid (8 px cells at upsample 1 = 4 px of the image) then falls on
+# the same pixels in every tile and on a small canvas, so a face gets the same box whatever the canvas size
+_TILE_ALIGN = 4
+_EDGE = 2  # px: a tile detection this close to an inner tile edge is taken as cut by the tile
 
 
 class DlibConfig(BaseModel):
@@ -56,7 +63,13 @@ class DlibConfig(BaseModel):
         detector: ``"hog"`` (dlib's frontal face detector, fast on CPU) or ``"cnn"`` (the MMOD CNN detector:
             finds more non-frontal faces, slow without CUDA).
         upsample: times the image is doubled before detection (each halves the smallest face found: about 80 px
-            at 0, 40 px at 1); ``"auto"`` = 1 for images whose longer side is at most 1,024 px, else 0.
+            at 0, 40 px at 1), applied to the whole image. ``"auto"`` (default) finds faces from about 40 px on
+            a canvas of any size with bounded memory: the image is searched at upsample 1 in overlapping square
+            tiles of :data:`AUTO_TILE_SIDE` (1,024) px (an image that fits is one tile, searched whole), plus,
+            when it is larger, once whole at upsample 0 for faces larger than the tiles' overlap
+            (:data:`AUTO_TILE_OVERLAP`, 256 px); duplicates are merged. The same face thus gets the same box and
+            score on an 800 x 600 or a 2048 x 1536 canvas (an integer upsample does not have that property: at
+            0 a 34 px face is missed on every canvas, at 1 a 4,000 px image needs 4x its memory).
         landmarks: 5 (dlib's recommended predictor for the descriptor) or 68.
         num_jitters: > 1 averages the descriptor over that many jittered crops (dlib's option; slower).
         padding: context around the face in the descriptor's crop (dlib's default 0.25).
@@ -109,10 +122,20 @@ class DlibFaceBackend(FaceBackend):
 
     @property
     def backend_id(self) -> str:
+        """Every setting that changes a value: models, detector, landmarks, upsampling (``auto`` = tiled, see
+        :class:`DlibConfig`), detection threshold, descriptor padding and jitters, e.g.
+        ``"dlib:dlib_face_recognition_resnet_model_v1+hog+5pt+upsample=auto+threshold=0+padding=0.25+jitters=0"``.
+        """
         cfg: DlibConfig = self.config  # type: ignore[assignment]
-        parts = [Path(DLIB_MODEL_FILES["recognizer"]).stem, cfg.detector, f"{cfg.landmarks}pt"]
-        if cfg.num_jitters > 1:
-            parts.append(f"jitter{cfg.num_jitters}")
+        parts = [
+            Path(DLIB_MODEL_FILES["recognizer"]).stem,
+            cfg.detector,
+            f"{cfg.landmarks}pt",
+            f"upsample={cfg.upsample}",
+            f"threshold={cfg.detection_threshold:g}",
+            f"padding={cfg.padding:g}",
+            f"jitters={cfg.num_jitters}",
+        ]
         return "dlib:" + "+".join(parts)
 
     @property
@@ -173,7 +196,6 @@ class DlibFaceBackend(FaceBackend):
         cfg: DlibConfig = self.config  # type: ignore[assignment]
         models = self._load()
         dlib = models["dlib"]
-        height, width = rgb.shape[:2]
         with self._lock:
             if boxes is not None:
                 rects = [
@@ -187,20 +209,7 @@ class DlibFaceBackend(FaceBackend):
                 ]
                 scores = [float("nan")] * len(rects)
             else:
-                upsample = cfg.upsample
-                if upsample == "auto":
-                    upsample = 1 if max(height, width) <= AUTO_UPSAMPLE_MAX_SIDE else 0
-                if cfg.detector == "cnn":
-                    found = [
-                        d
-                        for d in models["detector"](rgb, upsample)
-                        if d.confidence >= cfg.detection_threshold
-                    ]
-                    rects = [d.rect for d in found]
-                    scores = [float(d.confidence) for d in found]
-                else:
-                    rects, det_scores, _ = models["detector"].run(rgb, upsample, cfg.detection_threshold)
-                    rects, scores = list(rects), [float(s) for s in det_scores]
+                rects, scores = self._detect(rgb, models)
             if not rects:
                 return []
             shapes = dlib.full_object_detections()
@@ -226,3 +235,86 @@ class DlibFaceBackend(FaceBackend):
                 )
             )
         return result
+
+    def _run_detector(
+        self, rgb: np.ndarray, models: dict[str, Any], upsample: int
+    ) -> list[tuple[Any, float]]:
+        """(dlib rectangle, score) of the configured detector on ``rgb`` at ``upsample`` (caller holds the lock)."""
+        cfg: DlibConfig = self.config  # type: ignore[assignment]
+        if cfg.detector == "cnn":
+            return [
+                (d.rect, float(d.confidence))
+                for d in models["detector"](rgb, upsample)
+                if d.confidence >= cfg.detection_threshold
+            ]
+        rects, det_scores, _ = models["detector"].run(rgb, upsample, cfg.detection_threshold)
+        return [(rect, float(score)) for rect, score in zip(rects, det_scores, strict=True)]
+
+    def _detect(self, rgb: np.ndarray, models: dict[str, Any]) -> tuple[list[Any], list[float]]:
+        """Face rectangles and scores on the whole image (see ``upsample`` in :class:`DlibConfig`)."""
+        cfg: DlibConfig = self.config  # type: ignore[assignment]
+        if cfg.upsample != "auto":
+            found = self._run_detector(np.ascontiguousarray(rgb), models, int(cfg.upsample))
+            return [r for r, _ in found], [sc for _, sc in found]
+        dlib = models["dlib"]
+        height, width = rgb.shape[:2]
+        if max(height, width) <= AUTO_TILE_SIDE:  # one tile: the whole image at upsample 1, in dlib's order
+            found = self._run_detector(np.ascontiguousarray(rgb), models, 1)
+            return [r for r, _ in found], [sc for _, sc in found]
+        tiled: list[tuple[tuple[int, int, int, int], float]] = []
+        for y0, y1 in _tile_spans(height):
+            for x0, x1 in _tile_spans(width):
+                tile = np.ascontiguousarray(rgb[y0:y1, x0:x1])
+                for rect, score in self._run_detector(tile, models, 1):
+                    # a box touching a tile edge inside the image may be a cut face: the neighbouring tile
+                    # holds it whole (faces up to the overlap), the whole-image pass holds the larger ones
+                    if (
+                        (x0 > 0 and rect.left() <= _EDGE)
+                        or (y0 > 0 and rect.top() <= _EDGE)
+                        or (x1 < width and rect.right() >= x1 - x0 - 1 - _EDGE)
+                        or (y1 < height and rect.bottom() >= y1 - y0 - 1 - _EDGE)
+                    ):
+                        continue
+                    box = (rect.left() + x0, rect.top() + y0, rect.right() + x0, rect.bottom() + y0)
+                    tiled.append((box, score))
+        kept = _merge_boxes(tiled, [])
+        # faces larger than the overlap may be cut by every tile: the whole image at upsample 0 finds them
+        whole = [
+            ((r.left(), r.top(), r.right(), r.bottom()), sc)
+            for r, sc in self._run_detector(np.ascontiguousarray(rgb), models, 0)
+        ]
+        kept = _merge_boxes(whole, kept)
+        kept.sort(key=lambda item: -item[1])  # highest score first, as dlib orders its detections
+        return [dlib.rectangle(*box) for box, _ in kept], [score for _, score in kept]
+
+
+def _tile_spans(length: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` of overlapping tiles covering ``0..length``: one span when ``length`` fits in a tile,
+    else starts every ``AUTO_TILE_SIDE - AUTO_TILE_OVERLAP`` px (multiples of 4), the last tile ending at ``length``."""
+    if length <= AUTO_TILE_SIDE:
+        return [(0, length)]
+    step = AUTO_TILE_SIDE - AUTO_TILE_OVERLAP
+    last = (length - AUTO_TILE_SIDE) // _TILE_ALIGN * _TILE_ALIGN
+    starts = [*range(0, last, step), last]
+    return [(start, min(length, start + AUTO_TILE_SIDE + _TILE_ALIGN)) for start in starts]
+
+
+def _overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
+    """Intersection over the smaller box's area (dlib's inclusive ``(left, top, right, bottom)`` rectangles)."""
+    w = min(a[2], b[2]) - max(a[0], b[0]) + 1
+    h = min(a[3], b[3]) - max(a[1], b[1]) + 1
+    if w <= 0 or h <= 0:
+        return 0.0
+    area = min((a[2] - a[0] + 1) * (a[3] - a[1] + 1), (b[2] - b[0] + 1) * (b[3] - b[1] + 1))
+    return w * h / area
+
+
+def _merge_boxes(
+    found: list[tuple[tuple[int, int, int, int], float]], kept: list[tuple[tuple[int, int, int, int], float]]
+) -> list[tuple[tuple[int, int, int, int], float]]:
+    """``kept`` plus each box of ``found`` (highest score first) that covers no kept face (overlap <= 0.5)."""
+    kept = list(kept)
+    for box, score in sorted(found, key=lambda item: -item[1]):
+        if all(_overlap(box, other) <= 0.5 for other, _ in kept):
+            kept.append((box, score))
+    return kept

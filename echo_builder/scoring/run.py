@@ -6,9 +6,20 @@ unknown = computed), and the metric's own needs (color shift, structure and face
 images; text rendering needs a judge). Nothing is silently skipped: every (model, sample, metric) gets a row with
 its value or the reason it is NaN.
 
-Written under ``--out``: ``metrics.parquet`` (or ``.csv``) with one row per (model, sample, metric),
-``summary.csv`` / ``summary.json`` per model and metric (mean, count, NaN counts by reason, direction), and
-``color_swatches/<model>.png`` (pooled input vs output mean colors, how the paper shows the yellow cast).
+Written under ``--out``: ``metrics.parquet`` (or ``.csv``) with one row per (model, sample, metric) and the
+columns ``model, sample_id, metric, value, nan_reason, note, detail``; ``summary.csv`` / ``summary.json`` per
+model and metric (mean, count, NaN counts by reason, counts of conventional values by note, direction, and for
+color shift the pooled figure); and ``color_swatches/<model>.png`` (pooled input vs output mean colors, how the
+paper shows the yellow cast; the title's number is the summary's ``pooled``).
+
+Values that are conventions rather than measurements carry their reason everywhere the value goes: NaN has its
+``nan_reason`` (not applicable, missing output, unreadable image, ...); a number that is a convention (face
+identity's 0.0 for "a face in the inputs, none in the output") has its ``note``, counted per model in the
+summary's ``notes`` and printed in the table's reasons column.
+
+Outputs are matched to samples by file stem (``<outputs>/<model>/<sample_id>.<ext>``). Output files that match no
+sample of any config of the benchmark are reported as a warning (as ``judge`` does); a run where no output file
+matches any sample of the config at all (wrong names, a folder level too many) is a :class:`ConfigError`.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from echo_builder.errors import ConfigError, EchoError
+from echo_builder.ids import safe_file_name
 from echo_builder.scoring.base import METRIC_SPECS, MetricResult
 from echo_builder.secrets import get_logger
 
@@ -47,6 +59,8 @@ class MetricsRunResult:
     rows: list[dict[str, Any]]
     summary: list[dict[str, Any]]
     unavailable: dict[str, str] = field(default_factory=dict)
+    #: model -> number of its output files that match no sample of the benchmark (``judge``'s "stray" outputs)
+    unmatched: dict[str, int] = field(default_factory=dict)
 
 
 def _flag(row: dict[str, Any], name: str) -> bool | None:
@@ -119,9 +133,17 @@ def run_metrics(
         options: ``dino_weights`` (path or ``random:<seed>``), ``structure_reduction``, ``face_backend``,
             ``face_options``, ``judges``, ``judge_options``, ``cache_dir``.
 
+    Returns:
+        :class:`MetricsRunResult`; its ``summary`` rows hold ``model, metric, mean, n, n_nan, nan_reasons`` (reason
+        prefix -> count), ``notes`` (note -> count of conventional values such as 0.0 for no face in the output)
+        and ``higher_is_better``, plus for color shift ``pooled`` (8-bit levels, None when undefined),
+        ``pooled_n``, ``pooled_deltas`` (R, G, B) and ``pooled_reason``; ``unmatched`` counts output files that
+        match no sample of any config, per model (also logged as a warning).
+
     Raises:
         ConfigError: an unknown metric, a requested metric that cannot run (its message says how to fix it),
-            or unreadable outputs.
+            unreadable outputs, or no output file of any model matching a sample id of the config (nothing is
+            written then).
     """
     import pandas as pd
 
@@ -137,6 +159,7 @@ def run_metrics(
             raise ConfigError(f"unknown metric {name!r}; choose from {', '.join(METRIC_NAMES)}")
     samples = read_config(benchmark, config)
     outputs = discover_outputs(outputs_dir)
+    unmatched = _check_matches(benchmark, config, outputs_dir, samples, outputs)
     # `echo-bench generate` records why an output is missing (refused, nsfw, error); the NaN reason shows it
     failures = {model: generation_failures(Path(outputs_dir) / model) for model in outputs}
     out = Path(out_dir)
@@ -161,19 +184,96 @@ def run_metrics(
                 # the result's `unavailable` carries it (`echo-bench metrics` prints it once, as "not computed")
                 log.info("metric %s unavailable: %s", name, exc)
                 break
-    frame = pd.DataFrame(rows, columns=["model", "sample_id", "metric", "value", "nan_reason", "detail"])
+    frame = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     if table_format == "csv":
         frame.to_csv(out / "metrics.csv", index=False)
     else:
         frame.astype({"detail": str}).to_parquet(out / "metrics.parquet", index=False)
     summary = _summary(frame)
-    pd.DataFrame(summary).drop(columns=["nan_reasons"]).to_csv(out / "summary.csv", index=False)
-    (out / "summary.json").write_text(
-        json.dumps({"summary": summary, "unavailable": unavailable}, indent=2) + "\n"
-    )
+    pooled: dict[str, Any] = {}
     if "color_shift" in names and "color_shift" not in unavailable:
-        _swatches(samples, outputs, out / "color_swatches")
-    return MetricsRunResult(out, rows, summary, unavailable)
+        pooled = {model: _pooled_color_shift(samples, files) for model, files in outputs.items()}
+        for row in summary:
+            if row["metric"] == "color_shift" and row["model"] in pooled:
+                row.update(_pooled_fields(pooled[row["model"]]))
+    table = pd.DataFrame(summary)
+    # CSV cells hold text: the reason counts as "reason xN; ...", the deltas as "R G B"
+    for column in ("nan_reasons", "notes"):
+        if column in table.columns:
+            table[column] = [_counts_text(c) for c in table[column]]
+    if "pooled_deltas" in table.columns:
+        table["pooled_deltas"] = [
+            " ".join("nan" if d is None else f"{d:g}" for d in v) if isinstance(v, list) else None
+            for v in table["pooled_deltas"]
+        ]
+    table.to_csv(out / "summary.csv", index=False)
+    (out / "summary.json").write_text(
+        json.dumps({"summary": summary, "unavailable": unavailable, "unmatched_outputs": unmatched}, indent=2)
+        + "\n"
+    )
+    if pooled:
+        _swatches(pooled, out / "color_swatches")
+    return MetricsRunResult(out, rows, summary, unavailable, unmatched)
+
+
+#: Columns of ``metrics.parquet`` / ``metrics.csv``, in order.
+ROW_COLUMNS = ("model", "sample_id", "metric", "value", "nan_reason", "note", "detail")
+
+
+def _check_matches(
+    benchmark: str | Path,
+    config: str,
+    outputs_dir: str | Path,
+    samples: Sequence[dict[str, Any]],
+    outputs: dict[str, dict[str, Path]],
+) -> dict[str, int]:
+    """Warn about output files that match no sample (as ``judge`` does); raise when nothing matches at all.
+
+    Returns model -> count of its files whose stem is a sample id of no config of the benchmark (files of the
+    benchmark's other configs are expected in a shared outputs folder and are not counted).
+    """
+    from echo_builder.judge.run import _ids_of_other_configs
+
+    ids = {str(s["id"]) for s in samples}
+    matched = {model: sum(1 for stem in files if stem in ids) for model, files in outputs.items()}
+    stray = {model: [stem for stem in files if stem not in ids] for model, files in outputs.items()}
+    elsewhere = _ids_of_other_configs(benchmark, config) if any(stray.values()) else set()
+    unknown = {m: n for m, stems in stray.items() if (n := len(set(stems) - elsewhere))}
+    if samples and not any(matched.values()):
+        n_files = sum(len(files) for files in outputs.values())
+        nested = sorted(
+            str(p.relative_to(outputs_dir))
+            for model in outputs
+            for p in (Path(outputs_dir) / model).iterdir()
+            if p.is_dir() and not p.name.startswith(".")
+        )
+        # one line whatever the names hold: control characters are shown escaped
+        example = str(samples[0]["id"]).encode("unicode_escape").decode("ascii")
+        hint = (
+            f"; the model folders hold sub-folders ({', '.join(repr(n) for n in nested[:3])}"
+            f"{', ...' if len(nested) > 3 else ''}): "
+            "is --outputs one level too high?"
+            if nested
+            else ""
+        )
+        raise ConfigError(
+            f"no output file in {str(outputs_dir)!r} matches a sample id of config {config!r} "
+            f"({len(outputs)} model folder(s), {n_files} image file(s)); expected <outputs>/<model>/<sample_id>.png, "
+            f"e.g. <model>/{example}.png{hint}"
+        )
+    for model, n in matched.items():
+        if not n and samples:
+            log.warning(
+                "model %r: none of its %d output file(s) matches a sample id of config %r; all its values are NaN",
+                model,
+                len(outputs[model]),
+                config,
+            )
+    if unknown:
+        log.warning(
+            "outputs for samples in no config of %s were ignored (files per model): %s", benchmark, unknown
+        )
+    return unknown
 
 
 def _rows_for(
@@ -187,7 +287,7 @@ def _rows_for(
     rows, todo = [], []
     flag_name = APPLICABILITY_FLAG[name]
     for sample in samples:
-        base = {"model": model, "sample_id": sample["id"], "metric": name, "detail": None}
+        base = {"model": model, "sample_id": sample["id"], "metric": name, "note": None, "detail": None}
         inputs = [img for img in (sample.get("input_images") or ()) if img is not None]
         flag = _flag(sample, flag_name)
         if flag is False:
@@ -210,6 +310,7 @@ def _rows_for(
     if todo:
         result = function([t[1] for t in todo], [t[2] for t in todo], [t[3] for t in todo])
         deltas = result.extras.get("deltas")
+        notes = result.extras.get("notes") or [None] * len(todo)
         for k, (base, _, _, _) in enumerate(todo):
             detail = None
             if deltas is not None:
@@ -217,7 +318,9 @@ def _rows_for(
             elif "backend" in result.extras:
                 detail = json.dumps({"backend": result.extras["backend"]})
             value = float(result.values[k])
-            rows.append({**base, "value": value, "nan_reason": result.nan_reasons[k], "detail": detail})
+            row = {**base, "value": value, "nan_reason": result.nan_reasons[k], "detail": detail}
+            row["note"] = notes[k] if math.isfinite(value) else None
+            rows.append(row)
     order = {s["id"]: i for i, s in enumerate(samples)}
     return sorted(rows, key=lambda r: order[r["sample_id"]])
 
@@ -238,29 +341,72 @@ def _summary(frame: Any) -> list[dict[str, Any]]:
                 "nan_reasons": dict(
                     Counter(r.split(":", 1)[0] for r in group["nan_reason"] if isinstance(r, str))
                 ),
+                # numbers that are conventions, not measurements (e.g. 0.0 for no face in the output), by note
+                "notes": dict(
+                    Counter(_note_key(r) for r in group.get("note", ()) if isinstance(r, str) and r)
+                ),
                 "higher_is_better": spec.higher_is_better if spec else None,
+                # scores compare only within one backend: its id (every setting that changes a value) goes along
+                "backend": _backend_of(group["detail"]),
             }
         )
     return out
 
 
-def _swatches(samples: Sequence[dict[str, Any]], outputs: dict[str, dict[str, Path]], folder: Path) -> None:
+def _backend_of(details: Any) -> str | None:
+    """The backend id(s) recorded in the rows' ``detail`` JSON (``" | "``-joined if several), else None."""
+    found = []
+    for detail in details:
+        if isinstance(detail, str) and '"backend"' in detail:
+            backend = json.loads(detail).get("backend")
+            if backend and backend not in found:
+                found.append(backend)
+    return " | ".join(found) or None
+
+
+def _counts_text(counts: Any) -> str:
+    """``{"missing output": 1, "not applicable": 2}`` as ``"missing output x1; not applicable x2"``."""
+    return "; ".join(f"{k} x{v}" for k, v in counts.items()) if isinstance(counts, dict) else ""
+
+
+def _note_key(note: str) -> str:
+    """A note without its parenthesised detail, e.g. ``"failure: no face detected in the output ..."``."""
+    return note.split(" (", 1)[0]
+
+
+def _pooled_color_shift(samples: Sequence[dict[str, Any]], files: dict[str, Path]) -> Any:
+    """The model's pooled color shift over the samples color shift applies to (the same rule as its rows)."""
+    from echo_builder.scoring.color import pooled_color_shift
+
+    inputs = [[img for img in (s.get("input_images") or ()) if img is not None] for s in samples]
+    outputs = [files.get(s["id"]) for s in samples]
+    applicable = [_flag(s, APPLICABILITY_FLAG["color_shift"]) for s in samples]
+    return pooled_color_shift(inputs, outputs, on_image_error="nan", applicable=applicable)
+
+
+def _pooled_fields(pooled: Any) -> dict[str, Any]:
+    """Summary fields of a :class:`~echo_builder.scoring.color.PooledColorShift` (JSON-ready, NaN -> None)."""
+
+    def number(x: Any) -> float | None:
+        return round(float(x), 4) if math.isfinite(float(x)) else None
+
+    return {
+        "pooled": number(pooled.magnitude),
+        "pooled_n": pooled.n_images,
+        "pooled_deltas": [number(d) for d in pooled.deltas],
+        "pooled_reason": pooled.reason,
+    }
+
+
+def _swatches(pooled_by_model: dict[str, Any], folder: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
-    from echo_builder.scoring.color import pooled_color_shift
-
     folder.mkdir(parents=True, exist_ok=True)
-    for model, files in outputs.items():
-        pairs = [
-            (s.get("input_images") or [], files[s["id"]])
-            for s in samples
-            if s["id"] in files and s.get("input_images")
-        ]
-        if not pairs:
+    for model, pooled in pooled_by_model.items():
+        if not pooled.n_images:
             continue
-        pooled = pooled_color_shift([p[0] for p in pairs], [p[1] for p in pairs], on_image_error="nan")
         fig = Figure(figsize=(4.8, 2.6))
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
@@ -281,25 +427,9 @@ def _swatches(samples: Sequence[dict[str, Any]], outputs: dict[str, dict[str, Pa
         ax.axis("off")
         # parse_math off: a "$...$" in a model name is text, not a formula that may fail to render
         ax.set_title(
-            f"{model}: pooled color shift {float(pooled.magnitude):.2f}", fontsize=9, parse_math=False
+            f"{model}: pooled color shift {float(pooled.magnitude):.2f}\n"
+            f"({pooled.n_images} applicable samples, {pooled.n_not_applicable} not applicable)",
+            fontsize=9,
+            parse_math=False,
         )
-        fig.savefig(folder / f"{_safe(model)}.png", dpi=120, bbox_inches="tight")
-
-
-_WINDOWS_RESERVED = frozenset(
-    {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))}
-)
-
-
-def _safe(name: str) -> str:
-    """A file name for a model: its folder name when that is already safe, else a cleaned name plus a short hash,
-    so two models whose names clean to the same text ("a b", "a_b") never share a file. Safe: letters, digits and
-    ``-_.+``, not starting with ``-`` or ``.``, not a Windows device name (``CON``, ``nul.txt``)."""
-    import hashlib
-
-    cleaned = "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name).strip(".-") or "model"
-    if cleaned.split(".")[0].upper() in _WINDOWS_RESERVED:
-        cleaned = "_" + cleaned
-    if cleaned == name:
-        return name
-    return f"{cleaned}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+        fig.savefig(folder / safe_file_name(model, ".png"), dpi=120, bbox_inches="tight")

@@ -292,7 +292,8 @@ class DinoStructure:
             :class:`MetricResult`, ``values`` float64 (n,) in [0, 4] (typically 0-0.3); NaN with a reason for a
             sample without input images (not applicable), a missing output, or an unreadable image
             (``on_image_error="nan"``). ``extras``: ``per_input`` (n lists of float, one distance per input
-            image), ``reduction``, ``model``, ``weights``, ``device``.
+            image), ``reduction``, ``model``, ``weights``, ``device``, and ``backend``: one id naming every
+            setting that changes a value, ``"dino:<model>+weights=<weights>+resize=bicubic<size>+reduction=<r>"``.
 
         Raises:
             ConfigError: unknown ``reduction`` or ``on_image_error``, ``batch_size`` < 1, or ``inputs``/
@@ -376,6 +377,10 @@ class DinoStructure:
                 "model": MODEL_NAME,
                 "weights": self.weights or f"hf-hub:timm/{MODEL_NAME}",
                 "device": str(self.device),
+                "backend": (
+                    f"dino:{MODEL_NAME}+weights={self.weights or f'hf-hub:timm/{MODEL_NAME}'}"
+                    f"+resize=bicubic{IMAGE_SIZE}+reduction={reduction}"
+                ),
             },
         )
 

@@ -58,7 +58,9 @@ def text_rendering(
 
     Returns:
         :class:`MetricResult` with values in [0, 1] (higher is better), NaN with the reason for failures and
-        missing outputs; extras ``ratings`` ({judge: n raw 1-10 ratings or NaN}), ``statuses``, ``raw_texts``.
+        missing outputs; extras ``ratings`` ({judge: n raw 1-10 ratings or NaN}), ``statuses``, ``raw_texts``,
+        ``judges`` and ``backend`` (one id naming every setting that changes a rating: judges, their options
+        without credentials, the prompt template's version).
 
     Raises:
         ConfigError: lengths differ or no judge is given.
@@ -99,5 +101,32 @@ def text_rendering(
     return MetricResult(
         np.array(values),
         reasons,
-        {"ratings": ratings, "statuses": statuses, "raw_texts": raw, "judges": list(judges)},
+        {
+            "ratings": ratings,
+            "statuses": statuses,
+            "raw_texts": raw,
+            "judges": list(judges),
+            "backend": _backend_id(judges, judge_options or {}),
+        },
     )
+
+
+_NOT_IN_ID = ("key", "token", "secret", "password", "base_url", "header", "timeout", "concurrency")
+
+
+def _backend_id(judges: Sequence[str], judge_options: dict[str, dict[str, Any]]) -> str:
+    """Every setting that changes a rating: the judges, the prompt template's version and each judge's options
+    (credentials, server address and call limits left out), e.g.
+    ``"text_rendering:openai:gpt-4o{temperature=0}+prompt=echo-text-v1"``."""
+    from echo_builder.judge.prompts import TEXT_RENDERING
+
+    parts = []
+    for judge in judges:
+        options = {
+            k: v
+            for k, v in sorted((judge_options.get(judge) or {}).items())
+            if not any(word in k.lower() for word in _NOT_IN_ID)
+        }
+        shown = ",".join(f"{k}={v}" for k, v in options.items())
+        parts.append(f"{judge}{{{shown}}}" if shown else judge)
+    return f"text_rendering:{','.join(parts)}+prompt={TEXT_RENDERING.version}"

@@ -22,7 +22,11 @@ _KWARGS_DESCRIPTION = """\
 Args:
     predictions: output images (PIL images, paths or encoded bytes), one per sample.
     references: lists of input images per sample (several inputs are pooled into one histogram).
-    pooled: also return the model-level shift from histograms summed over all samples (the paper's figure).
+    pooled: also return the model-level shift from histograms summed over the applicable samples (the paper's
+        figure; the same number as `echo-bench metrics`' summary "pooled" and its color swatch).
+    applicable: optional, one flag per sample (the benchmark's `no_color_shift` flag, e.g. from
+        `row["applicability"]["no_color_shift"]`): False makes the sample NaN ("not applicable") and leaves it out
+        of the pooled figure; True or None (unknown) scores it.
 Returns:
     color_shift: mean over samples with a value (lower is better, 8-bit levels),
     scores: per-sample magnitudes (NaN with a reason in nan_reasons),
@@ -47,8 +51,8 @@ class ColorShift(evaluate.Metric):
             reference_urls=[ECHO_PAPER_URL],
         )
 
-    def _compute(self, predictions, references, pooled=False):
-        result = color_shift(references, predictions, on_image_error="nan")
+    def _compute(self, predictions, references, pooled=False, applicable=None):
+        result = color_shift(references, predictions, on_image_error="nan", applicable=applicable)
         out = {
             "color_shift": result.mean(),
             "scores": result.values.tolist(),
@@ -56,7 +60,9 @@ class ColorShift(evaluate.Metric):
             "deltas": np.asarray(result.extras["deltas"]).tolist(),
         }
         if pooled:
-            summary = pooled_color_shift(references, predictions, on_image_error="nan")
+            summary = pooled_color_shift(references, predictions, on_image_error="nan", applicable=applicable)
             out["pooled_color_shift"] = float(summary.magnitude)
             out["pooled_deltas"] = np.asarray(summary.deltas).tolist()
+            out["pooled_n"] = summary.n_images
+            out["pooled_reason"] = summary.reason
         return out

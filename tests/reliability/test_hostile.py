@@ -355,6 +355,24 @@ def flow_metrics(case: dict[str, Any], ws: Workspace) -> Observed:
     return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
 
 
+def flow_metrics_layout(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``input.files``: paths under the outputs folder (grey images, e.g. ``run1/m/s1.png``, ``m/S1-final.png``)
+    for a benchmark whose only sample is ``s1``; ``echo-bench metrics --metric color_shift`` on that folder."""
+    bench, outputs = _judge_setup(ws, "Keep the colours.", {})
+    grey = png_bytes(Image.new("RGB", (64, 64), GREY))
+    for relative in case["input"]["files"]:
+        (outputs / relative).parent.mkdir(parents=True, exist_ok=True)
+        (outputs / relative).write_bytes(grey)
+    ws.begin()
+    result = _color_shift(bench, outputs, ws.out)
+    facts: dict[str, Any] = {}
+    if (ws.out / "summary.json").is_file():
+        summary = json.loads((ws.out / "summary.json").read_text())
+        facts["unmatched_outputs"] = summary["unmatched_outputs"]
+        facts["scored"] = sum(row["n"] for row in summary["summary"])
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
 def flow_dataset(case: dict[str, Any], ws: Workspace) -> Observed:
     from echo_dataset.writer import write_hub_folder
 
