@@ -149,15 +149,14 @@ def _check_identity(model_dir: Path, identity: dict[str, Any], manifest: Mapping
 
 
 def _output_ok(path: Path, record: Mapping[str, Any]) -> bool:
-    """The PNG exists, has the recorded size, and decodes."""
-    from PIL import Image
+    """The PNG exists, has the recorded size, and decodes (through :func:`echo_builder.imaging.open_image`)."""
+    from echo_builder.imaging import open_image
 
     try:
         if record.get("bytes") is not None and path.stat().st_size != record["bytes"]:
             return False
-        with Image.open(path) as img:
-            img.load()
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+        open_image(path)
+    except (OSError, ImageError):
         return False
     return True
 
@@ -189,9 +188,11 @@ def _input_images(row: Mapping[str, Any], benchmark: str | Path) -> tuple[tuple[
     images = []
     for i, image in enumerate(raw, 1):
         label = f"input image {i} of {len(raw)}"
-        if image is None or (isinstance(image, dict) and not image.get("bytes") and not image.get("path")):
+        if image is None or (
+            isinstance(image, dict) and image.get("bytes") is None and not image.get("path")
+        ):
             return (), f"{label} is missing (the benchmark row holds no bytes and no path)"
-        if isinstance(image, dict) and not image.get("bytes"):
+        if isinstance(image, dict) and image.get("bytes") is None:
             path = Path(image["path"])
             if not path.is_absolute() and not path.exists() and (Path(benchmark) / path).exists():
                 image = {"path": str(Path(benchmark) / path)}  # relative to the benchmark folder
@@ -230,9 +231,9 @@ def _finish(
     model_dir: Path, request: GenerationRequest, result: GenerationResult, rank: int
 ) -> dict[str, Any]:
     """Write the image (atomically) and return the sample's record."""
-    import io
-
     from PIL import Image
+
+    from echo_builder.imaging import open_image
 
     record: dict[str, Any] = {
         "type": "sample",
@@ -257,9 +258,8 @@ def _finish(
             data = png_bytes(result.image)
             if isinstance(result.image, Image.Image):
                 width, height = result.image.size
-            else:  # encoded bytes: read the size from the PNG header (no pixel decoding)
-                with Image.open(io.BytesIO(data)) as img:
-                    width, height = img.size
+            else:  # encoded bytes, already decoded once by png_bytes
+                width, height = open_image(data, name="the generated image").size
         except ImageError as exc:
             record.update(status="error", message=f"the generator returned an unreadable image: {exc}")
         else:

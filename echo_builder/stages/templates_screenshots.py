@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from echo_builder.backends.base import GenerationParams, Message, TextPart
 from echo_builder.backends.caller import CallRequest, ModelCaller
+from echo_builder.errors import ImageError
 from echo_builder.ids import sample_id
 from echo_builder.judge.prompts import quote_slot
 from echo_builder.records import BoundingBox, MediaRef, Sample
@@ -158,14 +159,14 @@ _SHOT_USER = (
 
 
 def _crop(screenshot: Path, box: BoundingBox, store_root: Path) -> MediaRef | None:
-    from PIL import Image
+    from echo_builder.imaging import load_rgb
 
-    with Image.open(screenshot) as img:
-        x1, y1 = box.x1 + CROP_MARGIN_PX, box.y1 + CROP_MARGIN_PX
-        x2, y2 = box.x2 - CROP_MARGIN_PX, box.y2 - CROP_MARGIN_PX
-        if x2 - x1 < 1 or y2 - y1 < 1:
-            return None
-        crop = img.convert("RGB").crop((round(x1), round(y1), round(x2), round(y2)))
+    x1, y1 = box.x1 + CROP_MARGIN_PX, box.y1 + CROP_MARGIN_PX
+    x2, y2 = box.x2 - CROP_MARGIN_PX, box.y2 - CROP_MARGIN_PX
+    if x2 - x1 < 1 or y2 - y1 < 1:
+        return None
+    img = load_rgb(screenshot, name=str(screenshot))  # the size the VLM was told (EXIF orientation applied)
+    crop = img.crop((round(x1), round(y1), round(x2), round(y2)))
     buf = io.BytesIO()
     crop.save(buf, format="PNG")
     data = buf.getvalue()
@@ -188,7 +189,7 @@ def run_screenshots(
     progress: str | None = None,
 ) -> VlmStageResult:
     """Read prompt and image boxes from every conversation screenshot; crops join the sample's images."""
-    from PIL import Image
+    from echo_builder.imaging import open_image
 
     result = VlmStageResult(samples=list(samples))
     jobs: list[tuple[int, Path, tuple[int, int], CallRequest]] = []
@@ -197,8 +198,11 @@ def run_screenshots(
         if caller is None or store_root is None or not sample.is_screenshot or not shots:
             continue
         path = store_root / shots[0].path
-        with Image.open(path) as img:
-            size = img.size
+        try:
+            size = open_image(path, name=shots[0].path).size  # as the VLM sees it (EXIF orientation applied)
+        except ImageError as exc:
+            result.failures.append(StageFailure("screenshots", sample.id, str(exc)))
+            continue
         text = _SHOT_USER.format(width=size[0], height=size[1])
         jobs.append((i, path, size, _request(_SHOT_SYSTEM, [path], text, "screenshots", SCREENSHOTS_VERSION)))
     answers = (
