@@ -193,3 +193,73 @@ def test_exif_orientation_is_applied_and_format_kept():
     opened = open_image(buf.getvalue())
     assert opened.size == (2, 4) and opened.format == "JPEG"
     assert load_rgb(buf.getvalue()).size == (2, 4)
+
+
+# ------------------------------------------------------------------ every entry point's decoder is the guarded one
+ZTXT_BOMB = BAD_INPUTS[0][1]
+
+
+def _space_playground(data: bytes, as_output: bool) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spaces_app"))
+    try:
+        from echo_space.playground import score_pair
+    finally:
+        sys.path.pop(0)
+    good = Image.new("RGB", (8, 8), (9, 9, 9))
+    score_pair(good, data, face_backend=None) if as_output else score_pair(data, good, face_backend=None)
+
+
+ENTRY_POINTS = [
+    "image_part",
+    "ImagePart.to_pil",
+    "prepare_for_judge",
+    "generate.png_bytes",
+    "color_shift",
+    "space_output",
+    "space_input",
+]
+
+
+def _call(entry: str) -> None:
+    from echo_builder.backends.base import ImagePart, image_part
+    from echo_builder.generate.base import png_bytes
+    from echo_builder.judge.images import prepare_for_judge
+    from echo_builder.scoring.color import color_shift
+
+    calls = {
+        "image_part": lambda: image_part(ZTXT_BOMB),
+        "ImagePart.to_pil": ImagePart(data=ZTXT_BOMB, mime_type="image/png", sha256="0" * 64).to_pil,
+        "prepare_for_judge": lambda: prepare_for_judge(ZTXT_BOMB, name="output"),
+        "generate.png_bytes": lambda: png_bytes(ZTXT_BOMB),
+        "color_shift": lambda: color_shift([[ZTXT_BOMB]], [Image.new("RGB", (4, 4))]),
+        "space_output": lambda: _space_playground(ZTXT_BOMB, True),
+        "space_input": lambda: _space_playground(ZTXT_BOMB, False),
+    }
+    calls[entry]()
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_entry_points_decode_through_the_guard(entry):
+    """A PNG whose zTXt chunk inflates past Pillow's limit is an ImageError at every entry point, never the raw
+    ValueError (the callers record ImageError per sample; see tests/data/hostile/cases.d/images.yaml)."""
+    with pytest.raises(ImageError, match="Decompressed data too large"):
+        _call(entry)
+
+
+def test_generate_resume_check_and_space_benchmark_view_do_not_crash(tmp_path):
+    import sys
+
+    from echo_builder.generate.run import _output_ok
+
+    path = tmp_path / "s1.png"
+    path.write_bytes(ZTXT_BOMB)
+    assert _output_ok(path, {"bytes": len(ZTXT_BOMB)}) is False  # redone on resume, not a crash
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spaces_app"))
+    try:
+        from echo_space.benchmark import _open_image
+    finally:
+        sys.path.pop(0)
+    assert _open_image({"bytes": ZTXT_BOMB, "path": None}) is None  # not shown, logged
+    assert _open_image({"bytes": b"", "path": None}) is None
