@@ -188,11 +188,9 @@ def _input_images(row: Mapping[str, Any], benchmark: str | Path) -> tuple[tuple[
     images = []
     for i, image in enumerate(raw, 1):
         label = f"input image {i} of {len(raw)}"
-        if image is None or (
-            isinstance(image, dict) and image.get("bytes") is None and not image.get("path")
-        ):
+        if image is None or (isinstance(image, dict) and not image.get("bytes") and not image.get("path")):
             return (), f"{label} is missing (the benchmark row holds no bytes and no path)"
-        if isinstance(image, dict) and image.get("bytes") is None:
+        if isinstance(image, dict) and not image.get("bytes"):
             path = Path(image["path"])
             if not path.is_absolute() and not path.exists() and (Path(benchmark) / path).exists():
                 image = {"path": str(Path(benchmark) / path)}  # relative to the benchmark folder
