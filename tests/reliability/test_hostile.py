@@ -388,6 +388,42 @@ def flow_generate_input(case: dict[str, Any], ws: Workspace) -> Observed:
     return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
 
 
+COPYING_GENERATOR = """\
+import json, shutil, sys
+request = json.load(sys.stdin)
+shutil.copyfile({source!r} if request["sample_id"] == "s1" else {good!r}, request["output_path"])
+"""
+
+
+def flow_generate_output(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``generate`` where the program's image for s1 is ``file`` (s2 gets a grey PNG)."""
+    import sys
+
+    bench, _ = _input_bench(ws, HOSTILE / "images" / "jpeg_named.png")
+    good = ws.inputs / "grey.png"
+    good.write_bytes(png_bytes(Image.new("RGB", (16, 16), GREY)))
+    source = ws.inputs / "hostile_output"
+    source.write_bytes(ws.source(case["file"]).read_bytes())
+    program = ws.inputs / "generator.py"
+    program.write_text(COPYING_GENERATOR.format(source=str(source), good=str(good)), encoding="utf-8")
+    ws.begin()
+    result = _cli(
+        "generate", "--benchmark", bench, "--config", "image_to_image", "--model",
+        f"command:{sys.executable} {program}", "--name", "gen", "--out", ws.out,
+    )  # fmt: skip
+    facts: dict[str, Any] = {}
+    if (ws.out / "gen" / "manifest.json").is_file():
+        from echo_builder.generate.manifest import read_records
+
+        records = read_records(ws.out / "gen")
+        facts = {
+            "status": records["s1"]["status"],
+            "other_status": records["s2"]["status"],
+            "files": sorted(p.name for p in (ws.out / "gen").glob("*.png")),
+        }
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
 def flow_dataset(case: dict[str, Any], ws: Workspace) -> Observed:
     from echo_dataset.writer import write_hub_folder
 
