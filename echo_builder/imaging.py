@@ -154,9 +154,11 @@ def open_image(image: Any, *, name: str | None = None, verify: bool = False) -> 
         img.load()
     except ImageError:
         raise
-    except Exception as exc:
+    except (
+        Exception
+    ) as exc:  # every decoder failure (ValueError, struct.error, EOFError...) is one ImageError
         raise decode_error(label, exc) from None
-    try:
+    try:  # an EXIF block that cannot be parsed is ignored: the pixels are kept as stored
         orientation = img.getexif().get(0x0112, 1)
     except Exception:
         return img
