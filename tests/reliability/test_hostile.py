@@ -373,6 +373,119 @@ def flow_metrics_layout(case: dict[str, Any], ws: Workspace) -> Observed:
     return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
 
 
+def _input_bench(ws: Workspace, image: Path) -> tuple[Path, Path]:
+    """image_to_image benchmark: s1's input is ``image``, s2's a grey 64 x 64 PNG; model "m" has grey outputs."""
+    grey = Image.new("RGB", (64, 64), GREY)
+    bench = make_benchmark(
+        ws.inputs / "bench",
+        "image_to_image",
+        [
+            {"id": "s1", "prompt": "Keep the colours.", "inputs": [image.read_bytes()]},
+            {"id": "s2", "prompt": "Keep the colours.", "inputs": [grey]},
+        ],
+    )
+    folder = ws.inputs / "outputs"
+    (folder / "m").mkdir(parents=True)
+    for sample_id in ("s1", "s2"):
+        (folder / "m" / f"{sample_id}.png").write_bytes(png_bytes(grey))
+    return bench, folder
+
+
+def flow_judge_input(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``judge`` where one sample's benchmark input image is ``file``; the other sample is judged as usual."""
+    server = ws.server()
+    server.reply = lambda body: "Kept. [[7]]"
+    bench, outputs = _input_bench(ws, ws.source(case["file"]))
+    result = _judge(ws, bench, outputs, server)
+    verdicts = _verdicts(ws.out)
+    facts = {
+        "status": verdicts[("m", "s1")].status if ("m", "s1") in verdicts else None,
+        "other_status": verdicts[("m", "s2")].status if ("m", "s2") in verdicts else None,
+        "other_rating": verdicts[("m", "s2")].rating if ("m", "s2") in verdicts else None,
+    }
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
+def flow_metrics_input(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``metrics --metric color_shift`` where one sample's benchmark input image is ``file``."""
+    bench, outputs = _input_bench(ws, ws.source(case["file"]))
+    ws.begin()
+    result = _color_shift(bench, outputs, ws.out)
+    facts: dict[str, Any] = {}
+    if (ws.out / "metrics.csv").is_file():
+        import pandas as pd
+
+        table = pd.read_csv(ws.out / "metrics.csv").set_index("sample_id")
+        facts["value"] = float(table.loc["s1", "value"])
+        facts["other_value"] = float(table.loc["s2", "value"])
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
+GENERATOR = """import json, sys
+from PIL import Image
+request = json.load(sys.stdin)
+Image.new("RGB", (16, 16), (128, 128, 128)).save(request["output_path"])
+"""
+
+
+def flow_generate_input(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``generate`` (a ``command:`` program) where one sample's benchmark input image is ``file``."""
+    import sys
+
+    bench, _ = _input_bench(ws, ws.source(case["file"]))
+    program = ws.inputs / "generator.py"
+    program.write_text(GENERATOR, encoding="utf-8")
+    ws.begin()
+    result = _cli(
+        "generate", "--benchmark", bench, "--config", "image_to_image", "--model",
+        f"command:{sys.executable} {program}", "--name", "gen", "--out", ws.out,
+    )  # fmt: skip
+    manifest = ws.out / "gen" / "manifest.json"
+    facts: dict[str, Any] = {}
+    if manifest.is_file():
+        from echo_builder.generate.manifest import read_records
+
+        records = read_records(ws.out / "gen")
+        facts = {"status": records["s1"]["status"], "other_status": records["s2"]["status"]}
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
+COPYING_GENERATOR = """\
+import json, shutil, sys
+request = json.load(sys.stdin)
+shutil.copyfile({source!r} if request["sample_id"] == "s1" else {good!r}, request["output_path"])
+"""
+
+
+def flow_generate_output(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``generate`` where the program's image for s1 is ``file`` (s2 gets a grey PNG)."""
+    import sys
+
+    bench, _ = _input_bench(ws, HOSTILE / "images" / "jpeg_named.png")
+    good = ws.inputs / "grey.png"
+    good.write_bytes(png_bytes(Image.new("RGB", (16, 16), GREY)))
+    source = ws.inputs / "hostile_output"
+    source.write_bytes(ws.source(case["file"]).read_bytes())
+    program = ws.inputs / "generator.py"
+    program.write_text(COPYING_GENERATOR.format(source=str(source), good=str(good)), encoding="utf-8")
+    ws.begin()
+    result = _cli(
+        "generate", "--benchmark", bench, "--config", "image_to_image", "--model",
+        f"command:{sys.executable} {program}", "--name", "gen", "--out", ws.out,
+    )  # fmt: skip
+    facts: dict[str, Any] = {}
+    if (ws.out / "gen" / "manifest.json").is_file():
+        from echo_builder.generate.manifest import read_records
+
+        records = read_records(ws.out / "gen")
+        facts = {
+            "status": records["s1"]["status"],
+            "other_status": records["s2"]["status"],
+            "files": sorted(p.name for p in (ws.out / "gen").glob("*.png")),
+        }
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
 def flow_dataset(case: dict[str, Any], ws: Workspace) -> Observed:
     from echo_dataset.writer import write_hub_folder
 
