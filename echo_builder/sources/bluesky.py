@@ -181,13 +181,11 @@ class BlueskySource(SourceAdapter):
         if _is_thread_node(value.get("thread")):
             return True
         posts, feed = value.get("posts"), value.get("feed")
-        if isinstance(posts, list) and posts and _is_post_view(posts[0]):
+        # any of the first entries: a malformed first one must not hide the others
+        if isinstance(posts, list) and any(_is_post_view(p) for p in posts[:50]):
             return True
-        if (
-            isinstance(feed, list)
-            and feed
-            and isinstance(feed[0], dict)
-            and _is_post_view(feed[0].get("post"))
+        if isinstance(feed, list) and any(
+            isinstance(f, dict) and _is_post_view(f.get("post")) for f in feed[:50]
         ):
             return True
         return _is_post_view(value) or (_is_thread_node(value) and "post" in value)
@@ -260,8 +258,7 @@ class BlueskySource(SourceAdapter):
         if not isinstance(view, dict):
             raise BadRecord(f"expected a post view object, got {type(view).__name__}")
         uri = as_str(view.get("uri"), "uri", required=True)
-        assert uri is not None
-        if not uri.startswith("at://"):
+        if uri is None or not uri.startswith("at://"):
             raise BadRecord(f"post uri must start with at://, got {uri!r}")
         record_key = "value" if embedded else "record"
         if not isinstance(view.get(record_key), dict):  # else the post would be kept with no text and no date

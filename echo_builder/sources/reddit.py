@@ -97,7 +97,8 @@ def _is_item(value: Any) -> bool:
 
 def _fullname(value: Any, prefix: str, what: str) -> str:
     text = as_str(value, what, required=True)
-    assert text is not None
+    if text is None:  # as_str(required=True) raises first; no assert on input data
+        raise BadRecord(f"missing {what}")
     return text if text.startswith(("t1_", "t3_")) else prefix + text
 
 
@@ -155,9 +156,11 @@ def _media(item: dict[str, Any], submission: bool) -> tuple[MediaRef, ...]:
         return found
     previews = [p for p in get_list(get_dict(item, "preview"), "images") if isinstance(p, dict)]
     link = as_str(item.get("url"), "url")
-    if item.get("post_hint") == "image" or (link and _IMAGE_URL.search(link) and not item.get("is_self")):
+    image_post = item.get("post_hint") == "image" or (
+        link and _IMAGE_URL.search(link) and not item.get("is_self")
+    )
+    if image_post and link:  # an image post without a url (null, "") falls back to its preview images
         source = get_dict(previews[0], "source") if previews else {}
-        assert link is not None
         url = unescape_entities(link)
         kind = "animated_gif" if url.lower().split("?")[0].endswith(".gif") else "photo"
         return (make_media(url=url, type=kind, width=source.get("width"), height=source.get("height")),)
@@ -259,8 +262,7 @@ class RedditSource(SourceAdapter):
             if parent_raw is None:
                 parent = link
             else:
-                text_parent = as_str(parent_raw, "parent_id", required=True)
-                assert text_parent is not None
+                text_parent = as_str(parent_raw, "parent_id", required=True) or link
                 parent = (
                     text_parent
                     if text_parent.startswith(("t1_", "t3_"))

@@ -98,8 +98,8 @@ def _is_response(value: Any) -> bool:
     data = value.get("data")
     if _is_tweet(data):
         return True
-    if isinstance(data, list):
-        return _is_tweet(data[0]) if data else isinstance(value.get("meta"), dict)
+    if isinstance(data, list):  # any of the first tweets: a malformed first one must not hide the page
+        return any(_is_tweet(t) for t in data[:50]) if data else isinstance(value.get("meta"), dict)
     if data is None:  # a page with only referenced tweets, or an empty search page
         meta = value.get("meta")
         return isinstance(value.get("includes"), dict) or (isinstance(meta, dict) and "result_count" in meta)
