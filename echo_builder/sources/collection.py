@@ -132,7 +132,14 @@ def _load_yaml(path: Path) -> Any:
     except OSError as exc:
         raise BadRecord(f"cannot read {path.name} ({exc.strerror or exc})") from None
     try:
-        return yaml.load(text, Loader=_Loader)  # a safe loader (CSafeLoader or SafeLoader)
+        try:
+            return yaml.load(text, Loader=_Loader)  # a safe loader (CSafeLoader or SafeLoader)
+        except yaml.YAMLError as exc:
+            # libyaml refuses a "\uD83D" escape (a lone surrogate) that PyYAML's own safe loader reads; read it
+            # that way so the text is repaired like any other source's (U+FFFD, with a note) instead of lost
+            if _Loader is yaml.SafeLoader or "Unicode character escape" not in str(exc):
+                raise
+            return yaml.load(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
