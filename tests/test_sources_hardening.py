@@ -77,17 +77,24 @@ def write_source(fmt: str, folder: Path, bad: dict[str, Any], count: int = 5, at
         path.write_text(json.dumps({"data": [rec(_x_api_tweet, n) for n in range(count)]}), encoding="utf-8")
     elif fmt == "x_graphql":
         entries = [
-            {"content": {"itemContent": {"tweet_results": {"result": rec(_graphql_tweet, n)}}}} for n in range(count)
+            {"content": {"itemContent": {"tweet_results": {"result": rec(_graphql_tweet, n)}}}}
+            for n in range(count)
         ]
-        value = {"data": {"threaded_conversation_with_injections_v2": {"instructions": [{"entries": entries}]}}}
+        value = {
+            "data": {"threaded_conversation_with_injections_v2": {"instructions": [{"entries": entries}]}}
+        }
         path = folder / "conversation.json"
         path.write_text(json.dumps(value), encoding="utf-8")
     elif fmt == "reddit":
         path = folder / "dump.ndjson"
-        path.write_text("".join(json.dumps(rec(_reddit_comment, n)) + "\n" for n in range(count)), encoding="utf-8")
+        path.write_text(
+            "".join(json.dumps(rec(_reddit_comment, n)) + "\n" for n in range(count)), encoding="utf-8"
+        )
     elif fmt == "bluesky":
         path = folder / "posts.json"
-        path.write_text(json.dumps({"posts": [rec(_bluesky_view, n) for n in range(count)]}), encoding="utf-8")
+        path.write_text(
+            json.dumps({"posts": [rec(_bluesky_view, n) for n in range(count)]}), encoding="utf-8"
+        )
     elif fmt == "jsonl":
         path = folder / "posts.jsonl"
         path.write_text("".join(json.dumps(rec(_post, n)) + "\n" for n in range(count)), encoding="utf-8")
@@ -96,7 +103,9 @@ def write_source(fmt: str, folder: Path, bad: dict[str, Any], count: int = 5, at
         for n in range(count):
             case = path / "cases" / str(n + 1)
             case.mkdir(parents=True)
-            (case / "case.yml").write_text(yaml.safe_dump(rec(_case, n), allow_unicode=True), encoding="utf-8")
+            (case / "case.yml").write_text(
+                yaml.safe_dump(rec(_case, n), allow_unicode=True), encoding="utf-8"
+            )
     return path
 
 
@@ -189,7 +198,8 @@ def test_any_exception_converting_a_record_stays_with_that_record(tmp_path, monk
 @pytest.mark.parametrize("url", [None, "", 42])
 def test_reddit_image_post_without_a_url_is_read(url, tmp_path):
     lines = [
-        {"id": f"s{n}", "title": f"post {n}", "subreddit": "aiArt", "created_utc": 1743000000} for n in range(1000)
+        {"id": f"s{n}", "title": f"post {n}", "subreddit": "aiArt", "created_utc": 1743000000}
+        for n in range(1000)
     ]
     lines[0].update({"post_hint": "image", "url": url})
     path = tmp_path / "submissions.ndjson"
@@ -314,7 +324,10 @@ def test_file_and_folder_names_that_are_not_utf8_are_shown_repaired(tmp_path):
     (folder / os.fsdecode(b"page\xfe.json")).write_text("{broken", encoding="utf-8")
     report = read_posts(folder)
     assert _texts(report) == ["post 0"]
-    assert [f.path for f in report.files] == [str(folder / "bad\ufffd.ndjson"), str(folder / "page\ufffd.json")]
+    assert [f.path for f in report.files] == [
+        str(folder / "bad\ufffd.ndjson"),
+        str(folder / "page\ufffd.json"),
+    ]
     for problem in report.problems:
         str(problem).encode("utf-8")
 
@@ -388,3 +401,20 @@ def test_a_file_over_the_size_cap_is_one_problem_saying_so(tmp_path, monkeypatch
     assert error.location is None and error.file == str(big)
     assert error.reason.startswith(f"file is {big.stat().st_size:,} bytes, over the 100-byte limit")
     assert "split it" in error.reason
+
+
+def test_a_line_that_is_not_utf8_is_one_problem_in_a_json_lines_file(tmp_path):
+    """A dump cut inside a multi-byte character, or one Latin-1 line: that line only, not the file."""
+    good = [json.dumps(_reddit_comment(n), ensure_ascii=False).encode("utf-8") for n in range(4)]
+    bad = json.dumps(_reddit_comment(9, body="café"), ensure_ascii=False).encode("latin-1")
+    cut = json.dumps(_reddit_comment(8, body="ünïcode"), ensure_ascii=False).encode("utf-8")[:-3]
+    path = tmp_path / "dump.ndjson"
+    path.write_bytes(b"\n".join([good[0], good[1], bad, good[2], good[3], cut[: cut.index(b"\xc3") + 1]]))
+    report = read_posts(path)
+    column = bad.index(b"\xe9") + 1
+    assert _texts(report) == ["post 0", "post 1", "post 2", "post 3"]
+    assert [(p.location, p.reason) for p in report.errors] == [
+        ("line 3", f"line is not valid UTF-8 (byte 0xe9 at column {column}); skipped"),
+        ("line 6", report.errors[1].reason),
+    ]
+    assert report.errors[1].reason.startswith("line is not valid UTF-8 (byte 0xc3 at column")

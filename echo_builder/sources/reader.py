@@ -185,22 +185,39 @@ def _read_bytes(path: Path) -> bytes:
     return data
 
 
-def _decode(path: Path) -> str:
+def _decode(path: Path) -> tuple[str, dict[int, str]]:
+    """The file's text, and for a JSON Lines file whose some lines are not UTF-8, those lines' numbers and why
+    (they are left empty in the text: one bad line is one problem, not a lost file)."""
     data = _read_bytes(path)
     if not data.strip():
         raise _Unreadable("file is empty; expected JSON or JSON Lines")
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8"), {}
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise _Unreadable(
+        whole = _Unreadable(
             f"file is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}, line {line}); "
             "re-encode it as UTF-8"
-        ) from None
+        )
+        if path.suffix.lower() not in LINE_EXTENSIONS:
+            raise whole from None
     except MemoryError:
         raise _Unreadable(_too_large(len(data)) + " (out of memory while decoding)") from None
+    texts: list[str] = []
+    bad: dict[int, str] = {}
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            texts.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            texts.append("")
+            bad[number] = (
+                f"line is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); skipped"
+            )
+    if not any(t.strip() for t in texts):  # no line is readable: the file is in another encoding
+        raise whole from None
+    return "\n".join(texts), bad
 
 
 def _parsed(text: str) -> tuple[Any, int]:
@@ -274,36 +291,44 @@ _SNIFF_RECORDS = 50
 class _Loaded:
     """A decoded file: one whole JSON ``document``, or the non-blank ``lines`` of a JSON Lines file (parsed
     one at a time while reading, so a large dump never holds every parsed line at once); ``candidates`` are the
-    first values that parse (the whole value, then its first items when it is a list), used to detect the format."""
+    first records that parse (the first lines, or the first items of a top-level list, else the whole value),
+    which vote on the format."""
 
     document: Document | None
-    lines: list[tuple[int, str]]
+    lines: list[tuple[int, str | None]]
     candidates: list[Any]
+    undecodable: dict[int, str] = field(default_factory=dict)
 
 
 def _load(path: Path) -> _Loaded:
-    text = _decode(path)
+    text, undecodable = _decode(path)
     if path.suffix.lower() not in LINE_EXTENSIONS:
         document = _whole(text)
         if document is not None:
             value = document.value
-            items = value[:_SNIFF_RECORDS] if isinstance(value, list) else []
-            return _Loaded(document, [], [value, *items])
+            items = value[:_SNIFF_RECORDS] if isinstance(value, list) and value else [value]
+            return _Loaded(document, [], items)
     # split on "\n" only: U+2028 and other Unicode line breaks may appear unescaped inside JSON strings
-    lines = [(n, stripped) for n, line in enumerate(text.split("\n"), start=1) if (stripped := line.strip())]
+    lines: list[tuple[int, str | None]] = [
+        (n, stripped if n not in undecodable else None)
+        for n, line in enumerate(text.split("\n"), start=1)
+        if (stripped := line.strip()) or n in undecodable
+    ]
     del text
     first_problem: RecordProblem | None = None
     candidates: list[Any] = []
     for number, line in lines:
+        if line is None:
+            continue
         parsed = _parse_line(str(path), number, line)
         if isinstance(parsed, Document):
             candidates.append(parsed.value)
-            if len(candidates) >= _SNIFF_RECORDS or _sniff(parsed.value) is not None:
+            if len(candidates) >= _SNIFF_RECORDS:
                 break
         elif first_problem is None:
             first_problem = parsed
     if candidates:
-        return _Loaded(None, lines, candidates)
+        return _Loaded(None, lines, candidates, undecodable)
     reason = (
         f"{first_problem.location}: {first_problem.reason}"
         if first_problem is not None
@@ -341,11 +366,17 @@ def _folder_format(folder: Path) -> str | None:
 
 
 def _format_of(candidates: list[Any]) -> str:
-    """The format of the first candidate record that an adapter claims."""
+    """The format most of the candidate records are claimed by (the earliest claimed on a tie): one malformed
+    record, even one that looks like another format, does not decide the format of a file of good ones."""
+    votes: dict[str, int] = {}
     for value in candidates:
         name = _sniff(value)
         if name is not None:
-            return name
+            votes[name] = votes.get(name, 0) + 1
+    if votes:
+        return max(
+            votes, key=lambda n: votes[n]
+        )  # dicts keep first-claimed order; max keeps the first on a tie
     formats = ", ".join(a.name for a in registered_sources() if not a.reads_folders)
     first = candidates[0] if candidates else None
     raise _Unreadable(
@@ -455,6 +486,9 @@ def _read_unit(unit: _Unit, fmt: str | None, keep_raw: bool) -> tuple[str | None
                 yield loaded.document
             while lines:
                 number, line = lines.popleft()
+                if line is None:  # bytes that are not UTF-8: this line only
+                    items.append(ctx.problem(f"line {number}", loaded.undecodable[number]))
+                    continue
                 if adapter.reads_line_text:  # the adapter parses and validates the text itself
                     yield Document(f"line {number}", None, line)
                     continue
@@ -471,9 +505,19 @@ def _read_unit(unit: _Unit, fmt: str | None, keep_raw: bool) -> tuple[str | None
                     items.append(
                         ctx.problem(document.location or None, surrogate_note(document.repaired), "note")
                     )
+                produced = len(items)
                 try:
                     for item in adapter.parse_document(document, ctx):
                         items.append(item)
+                    if len(items) == produced:  # a record never vanishes without a word: [] or {} on a line
+                        what = "line" if document.location else "file"
+                        items.append(
+                            ctx.problem(
+                                document.location or None,
+                                f"this {what} holds no post ({_describe(document.value)}); nothing read",
+                                "note",
+                            )
+                        )
                 except (MemoryError, RecursionError):
                     raise
                 except Exception as exc:

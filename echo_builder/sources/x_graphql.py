@@ -129,7 +129,8 @@ def _not_a_tweet(result: Any) -> str | None:
 
 def iter_graphql_tweets(value: Any) -> Iterator[tuple[str, Any, _JPath]]:
     """Every tweet-like object in ``value`` in document order: ``("tweet", tweet, path)`` for tweets (unwrapping
-    ``TweetWithVisibilityResults``), ``("gone", node, path)`` for tombstones and ``("bad", reason, path)`` for a
+    ``TweetWithVisibilityResults``), ``("gone", node, path)`` for tombstones, ``("empty", node, path)`` for a
+    ``tweet_results`` without a ``result``, and ``("bad", reason, path)`` for a
     malformed one: the ``result`` of ``tweet_results`` / ``quoted_status_result`` / ``retweeted_status_result``
     that is not a tweet, or an object with ``rest_id`` and ``legacy.full_text`` whose ``__typename`` is not a
     string or not a tweet type. Iterative: deep input cannot exhaust the Python stack."""
@@ -147,6 +148,8 @@ def iter_graphql_tweets(value: Any) -> Iterator[tuple[str, Any, _JPath]]:
                 reason = _not_a_tweet(node["result"])
                 if reason is not None:  # a malformed tweet: reported, not passed over
                     yield "bad", reason, (path, "result")
+            elif path is not None and path[1] == "tweet_results" and node.get("result") is None:
+                yield "empty", node, path
             if (
                 path is not None
                 and path[1] == "result"
@@ -223,6 +226,15 @@ class XGraphqlSource(SourceAdapter):
         for kind, node, path in iter_graphql_tweets(document.value):
             if kind == "bad":
                 found.append(ctx.problem(join_location(document.location, _path_text(path)), node))
+                continue
+            if kind == "empty":
+                found.append(
+                    ctx.problem(
+                        join_location(document.location, _path_text(path)),
+                        "tweet_results holds no tweet (removed, or not loaded in this response); skipped",
+                        "note",
+                    )
+                )
                 continue
             if kind == "gone":
                 reason = get_dict(get_dict(node, "tombstone"), "text").get("text") or node.get("reason") or ""
