@@ -48,6 +48,7 @@ __all__ = [
     "make_media",
     "parse_timestamp",
     "positive_int",
+    "preview",
     "register_source",
     "registered_sources",
     "surrogate_note",
@@ -285,7 +286,7 @@ def _to_utc(value: datetime, given: Any, what: str) -> datetime:
         return value.astimezone(timezone.utc)
     except (OverflowError, ValueError):
         raise BadRecord(
-            f"{what} {_preview(given)} is out of range: converted to UTC it falls outside years 1-9999"
+            f"{what} {preview(given)} is out of range: converted to UTC it falls outside years 1-9999"
         ) from None
 
 
@@ -305,7 +306,7 @@ def parse_timestamp(value: Any, what: str = "timestamp") -> datetime | None:
         try:
             seconds = float(value)
         except OverflowError:  # an integer beyond float's range
-            raise BadRecord(f"{what} {_preview(value)} is out of range for a date") from None
+            raise BadRecord(f"{what} {preview(value)} is out of range for a date") from None
     elif isinstance(value, str):
         stripped = value.strip()
         try:
@@ -319,16 +320,16 @@ def parse_timestamp(value: Any, what: str = "timestamp") -> datetime | None:
             try:
                 parsed = _DATETIME.validate_python(stripped)
             except ValidationError:
-                raise BadRecord(f"{what} {_preview(value)} is not an ISO 8601 date or Unix seconds") from None
+                raise BadRecord(f"{what} {preview(value)} is not an ISO 8601 date or Unix seconds") from None
             return _to_utc(parsed, value, what)
     else:
         raise BadRecord(f"{what} must be a date string or Unix seconds, got {type(value).__name__}")
     if not math.isfinite(seconds):
-        raise BadRecord(f"{what} {_preview(value)} is not a finite number of seconds")
+        raise BadRecord(f"{what} {preview(value)} is not a finite number of seconds")
     try:
         return datetime.fromtimestamp(seconds, tz=timezone.utc)
     except (OverflowError, OSError, ValueError):
-        raise BadRecord(f"{what} {_preview(value)} is out of range for a date") from None
+        raise BadRecord(f"{what} {preview(value)} is out of range for a date") from None
 
 
 def as_str(value: Any, what: str, *, required: bool = False) -> str | None:
@@ -338,7 +339,7 @@ def as_str(value: Any, what: str, *, required: bool = False) -> str | None:
             raise BadRecord(f"missing {what}")
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise BadRecord(f"{what} must be a string, got {type(value).__name__} {_preview(value)}")
+        raise BadRecord(f"{what} must be a string, got {type(value).__name__} {preview(value)}")
     return str(value)
 
 
@@ -364,12 +365,12 @@ def as_count(value: Any, what: str) -> int | None:
     elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         digits = value.strip().lstrip("0") or "0"
         if len(digits) > 19:  # int() of a 5,000-digit string raises; anything this long is out of range
-            raise BadRecord(f"{what} {_preview(value)} is out of range for a count (at most 2**63 - 1)")
+            raise BadRecord(f"{what} {preview(value)} is out of range for a count (at most 2**63 - 1)")
         n = int(digits)
     if n is None:
-        raise BadRecord(f"{what} must be a count, got {_preview(value)}")
+        raise BadRecord(f"{what} must be a count, got {preview(value)}")
     if n > MAX_COUNT:
-        raise BadRecord(f"{what} {_preview(value)} is out of range for a count (at most 2**63 - 1)")
+        raise BadRecord(f"{what} {preview(value)} is out of range for a count (at most 2**63 - 1)")
     return n
 
 
@@ -383,9 +384,15 @@ def counts(pairs: Iterable[tuple[str, Any, str]]) -> dict[str, int]:
     return out
 
 
-def _preview(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
+def preview(value: Any, limit: int = 60) -> str:
+    """A short ``repr`` of ``value`` for messages (never raises: a value too deep to show gives its type)."""
+    if isinstance(value, str) and len(value) > limit:
+        value = value[: limit + 1]  # repr of a 30 MB string is not needed to show 60 characters
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):
+        return f"<{type(value).__name__}>"
+    return clean_text(text if len(text) <= limit else text[:limit] + "...")[0]
 
 
 def build_post(

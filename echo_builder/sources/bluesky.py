@@ -67,6 +67,7 @@ from echo_builder.sources.base import (
     join_location,
     make_media,
     parse_timestamp,
+    preview,
     register_source,
 )
 
@@ -101,6 +102,12 @@ def _is_thread_node(value: Any) -> bool:
     if isinstance(kind, str) and kind.startswith(_DEFS):
         return True
     return _is_post_view(value.get("post")) or value.get("notFound") is True or value.get("blocked") is True
+
+
+def _uri(node: dict[str, Any]) -> str:
+    """The node's ``uri`` for a message: as given when it is a string, else a short preview."""
+    uri = node.get("uri")
+    return uri if isinstance(uri, str) else preview(uri)
 
 
 def _aspect(value: Any) -> tuple[Any, Any]:
@@ -239,18 +246,19 @@ class BlueskySource(SourceAdapter):
             return
         kind = node.get("$type", "")
         if kind == _DEFS + "notFoundPost" or node.get("notFound") is True:
-            yield ctx.problem(at(path), f"post {node.get('uri')} not found (deleted?); skipped", "note")
+            yield ctx.problem(at(path), f"post {_uri(node)} not found (deleted?); skipped", "note")
         elif kind == _DEFS + "blockedPost" or node.get("blocked") is True:
-            yield ctx.problem(at(path), f"post {node.get('uri')} is blocked; skipped", "note")
+            yield ctx.problem(at(path), f"post {_uri(node)} is blocked; skipped", "note")
         elif "post" in node:
             yield from self._node_post(node["post"], at(f"{path}.post" if path else "post"), ctx)
         else:
-            yield ctx.problem(at(path), f"unknown thread node type {kind or sorted(node)[:6]!r}; skipped")
+            what = preview(kind) if kind else repr(sorted(str(k) for k in node)[:6])
+            yield ctx.problem(at(path), f"unknown thread node type {what}; skipped")
 
     def _node_post(self, view: Any, location: str, ctx: FileContext) -> Iterator[Item]:
         if isinstance(view, dict) and (view.get("notFound") is True or view.get("blocked") is True):
             state = "not found (deleted?)" if view.get("notFound") is True else "blocked"
-            yield ctx.problem(location, f"post {view.get('uri')} {state}; skipped", "note")
+            yield ctx.problem(location, f"post {_uri(view)} {state}; skipped", "note")
             return
         yield from guarded(ctx, location, lambda: self._post(view, location, ctx, embedded=False))
 

@@ -9,13 +9,25 @@ File handling:
 - ``.json``: one JSON value (a file that turns out to hold several values, one per line, is read as JSON Lines);
   ``.jsonl`` / ``.ndjson``: one JSON value per line (blank lines ignored, ``\\r\\n`` accepted), parsed one
   at a time as the adapter reads; any other extension given explicitly: read as ``.json``. A leading UTF-8
-  byte-order mark is ignored. The whole file is decoded in memory first (so an encoding error is one problem for
-  the file): decompress ``.zst``/``.gz`` dumps and split very large ones before reading.
+  byte-order mark is ignored. The whole file is read and decoded in memory first: files over
+  :data:`MAX_FILE_BYTES` (2 GiB) are refused with a problem saying so; decompress ``.zst``/``.gz`` dumps and split
+  very large ones before reading. In a JSON Lines file, a line that is not UTF-8 is one problem for that line.
+- Only regular files are read. A named pipe, a device (``/dev/zero``) or a socket, given or found in a folder, or
+  a link to one, is one problem naming it, decided by ``stat`` alone: it is never opened (a pipe would block the
+  run, a device would be read until memory runs out).
 - A folder is an input of a folder format when an adapter claims it (a prompt collection has ``cases/``);
   otherwise its ``.json``/``.jsonl``/``.ndjson`` files are read in sorted order, descending into subfolders
   (hidden entries and symlinked folders are skipped; other files are listed in ``skipped_files``).
+- The format is voted by the first 50 records (lines, or items of a top-level list): a malformed first record
+  does not make a file of good ones unreadable.
+- A lone UTF-16 surrogate in a parsed string (from a ``"\\ud83d"`` escape without its pair), keys included, is
+  replaced by U+FFFD with a note for its line or file: this is the one place where text enters from JSON sources,
+  so every later writer (stage files, Parquet, the call cache) gets valid UTF-8. File and folder names that are not
+  UTF-8 are shown with U+FFFD in problems and summaries.
 - A whole file that cannot be read (missing, empty, not UTF-8, truncated or invalid JSON, nested too deeply for
   the parser, unknown format) is one :class:`RecordProblem` with ``location=None``; the other files still load.
+  Inside a file, an exception while reading one document (a line, or the whole value) is a problem for that
+  document; a line that yields neither a post nor a problem gets a note (``[]`` or ``{}`` on a line).
 """
 
 from __future__ import annotations

@@ -60,6 +60,7 @@ from echo_builder.sources.base import (
     join_location,
     make_media,
     parse_timestamp,
+    preview,
     register_source,
     unescape_entities,
 )
@@ -173,10 +174,10 @@ class XApiSource(SourceAdapter):
             )
         for i, err in enumerate(get_list(obj, "errors")):
             if isinstance(err, dict):
-                parts = [str(err[k]) for k in ("title", "detail") if err.get(k)]
-                text = ": ".join(parts) or str(err)
+                parts = [preview(err[k], 200).strip("'") for k in ("title", "detail") if err.get(k)]
+                text = ": ".join(parts) or preview(err, 200)
             else:
-                text = str(err)
+                text = preview(err, 200)
             yield ctx.problem(where(f"errors[{i}]"), f"the API reported: {text}", "note")
 
     def _tweet(
