@@ -473,20 +473,30 @@ def guarded(ctx: FileContext, location: str, make: Callable[[], Iterable[Item]])
 
 # ------------------------------------------------------------------------------- text that is not valid Unicode
 
-# a \uD800-\uDFFF escape in JSON text: the only way a parsed JSON string can hold a surrogate, since the text
-# itself was decoded as strict UTF-8 (which refuses encoded surrogates)
+# a \uD800-\uDFFF escape in JSON text that is not half of a pair: the only way a parsed JSON string can hold a
+# surrogate, since the text itself was decoded as strict UTF-8 (which refuses encoded surrogates). A high half not
+# followed by a low escape, or a low half not preceded by a high escape: what is left once the pairs are removed.
+# An escaped backslash before "uD83D" can fake a pair (a real lone low half after the text \\uD83D), so text
+# holding "\\u" is walked instead.
+_SURROGATE_PAIR_ESCAPE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_ESCAPED_BACKSLASH_U = re.compile(r"\\\\u")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 
 
 def has_surrogate_escape(text: str) -> bool:
-    """Whether JSON ``text`` holds a ``\\uD800``-``\\uDFFF`` escape (a lone surrogate may then follow from parsing).
+    """Whether parsing JSON ``text`` can give a string holding a lone surrogate.
 
-    A cheap filter: ``False`` guarantees :func:`json.loads` gives no surrogate; ``True`` means look (valid pairs
-    such as ``\\ud83d\\ude00``, written by ``ensure_ascii`` encoders for emoji, also match).
+    A cheap filter on the text: ``False`` guarantees :func:`json.loads` gives none; ``True`` means look. Valid
+    pairs such as ``\\ud83d\\ude00`` (what ``ensure_ascii`` encoders write for an emoji) do not count, so ordinary
+    exports are not walked.
     """
-    return _SURROGATE_ESCAPE.search(text) is not None
+    if "\\u" not in text or _SURROGATE_ESCAPE.search(text) is None:
+        return False
+    if _ESCAPED_BACKSLASH_U.search(text) is not None:
+        return True
+    return _SURROGATE_ESCAPE.search(_SURROGATE_PAIR_ESCAPE.sub("", text)) is not None
 
 
 def clean_text(text: str) -> tuple[str, int]:
