@@ -16,9 +16,12 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from echo_builder.sources import read_posts
 from echo_builder.sources import reader as reader_module
+from echo_builder.sources.base import has_surrogate_escape
 
 GOOD_TIME = "2025-03-27T12:00:00Z"
 FORMATS = ["x_api", "x_graphql", "reddit", "bluesky", "jsonl", "collection"]
@@ -428,3 +431,22 @@ def test_a_collection_case_named_by_a_huge_number_is_read_in_order(tmp_path):
     report = read_posts(root)
     assert [p.raw["case"] for p in report.posts] == ["1", "010", "9" * 250]
     assert report.errors == []
+
+
+ESCAPES = ["\\\\", "\\ud83d", "\\ude00", "\\udc00", "\\uDBFF", "\\uD800", "\\u0041", "a", "u", "d83d"]
+
+
+@settings(derandomize=True, max_examples=400, deadline=None, database=None)
+@given(st.lists(st.sampled_from(ESCAPES), max_size=8))
+def test_the_surrogate_pre_check_never_misses_a_lone_half(parts):
+    """The text filter skips the walk only when no parsed string can hold a lone surrogate (valid pairs, the
+    usual emoji escapes, are passed over; an escaped backslash before 'uD83D' is not mistaken for half a pair)."""
+    text = '"' + "".join(parts) + '"'
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return
+    lone = any(0xD800 <= ord(c) <= 0xDFFF for c in value)
+    if lone:
+        assert has_surrogate_escape(text)
+    assert has_surrogate_escape('"\\ud83d\\ude00 \\ud83c\\udfa8"') is False
