@@ -450,3 +450,29 @@ def test_the_surrogate_pre_check_never_misses_a_lone_half(parts):
     if lone:
         assert has_surrogate_escape(text)
     assert has_surrogate_escape('"\\ud83d\\ude00 \\ud83c\\udfa8"') is False
+
+
+# ---------------------------------------------- a container of records of the wrong type is a problem, not silence
+def test_a_container_of_records_of_the_wrong_type_is_reported(tmp_path):
+    thread = {
+        "thread": {
+            "post": _bluesky_view(0),
+            "parent": "not a node",
+            "replies": {"0": {"post": _bluesky_view(1)}},
+        }
+    }
+    (tmp_path / "thread.json").write_text(json.dumps(thread), encoding="utf-8")
+    listing = {"kind": "Listing", "data": {"children": {"t1": _reddit_comment(1)}}}
+    (tmp_path / "listing.json").write_text(json.dumps([listing, _reddit_comment(2)]), encoding="utf-8")
+    page = {"data": [_x_api_tweet(0)], "includes": {"tweets": {"id": "7", "text": "quoted"}}}
+    page2 = {"data": [_x_api_tweet(1)], "includes": ["users"]}
+    (tmp_path / "page.json").write_text(json.dumps([page, page2]), encoding="utf-8")
+    report = read_posts([tmp_path / "thread.json", tmp_path / "listing.json", tmp_path / "page.json"])
+    assert _texts(report) == ["post 0", "post 2", "post 0", "post 1"]
+    assert [(Path(p.file).name, p.location, p.reason) for p in report.errors] == [
+        ("thread.json", "thread.parent", "expected a thread node object, got str"),
+        ("thread.json", "thread.replies", "replies must be a list of thread nodes, got dict; skipped"),
+        ("listing.json", "[0].data.children", "listing children must be a list, got dict; skipped"),
+        ("page.json", "[0].includes.tweets", "includes.tweets must be a list, got dict; skipped"),
+        ("page.json", "[1].includes", "includes must be an object, got list; skipped"),
+    ]

@@ -226,18 +226,29 @@ class BlueskySource(SourceAdapter):
 
     def _thread(self, node: Any, path: str, at: Any, ctx: FileContext) -> Iterator[Item]:
         ancestors: list[tuple[Any, str]] = []
-        parent, parent_path = get_dict(node, "parent"), f"{path}.parent" if path else "parent"
-        while parent:
+        parent_path = f"{path}.parent" if path else "parent"
+        parent = node.get("parent") if isinstance(node, dict) else None
+        while parent is not None:
+            if not isinstance(parent, dict):  # the ancestors above are lost with it: say so
+                ancestors.append((parent, parent_path))
+                break
             ancestors.append((parent, parent_path))
-            parent, parent_path = get_dict(parent, "parent"), parent_path + ".parent"
+            parent, parent_path = parent.get("parent"), parent_path + ".parent"
         for anc, anc_path in reversed(ancestors):
             yield from self._node(anc, anc_path, at, ctx)
         stack: list[tuple[Any, str]] = [(node, path)]
         while stack:
             current, current_path = stack.pop()
             yield from self._node(current, current_path, at, ctx)
-            replies = get_list(current, "replies")
             prefix = f"{current_path}.replies" if current_path else "replies"
+            replies = current.get("replies") if isinstance(current, dict) else None
+            if replies is not None and not isinstance(replies, list):
+                yield ctx.problem(
+                    at(prefix),
+                    f"replies must be a list of thread nodes, got {type(replies).__name__}; skipped",
+                )
+                continue
+            replies = replies or []
             stack.extend((replies[i], f"{prefix}[{i}]") for i in range(len(replies) - 1, -1, -1))
 
     def _node(self, node: Any, path: str, at: Any, ctx: FileContext) -> Iterator[Item]:

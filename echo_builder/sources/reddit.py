@@ -205,7 +205,14 @@ class RedditSource(SourceAdapter):
             if isinstance(node, list):
                 stack.extend((node[i], (*path, i)) for i in range(len(node) - 1, -1, -1))
             elif _is_listing(node):
-                children = get_list(node["data"], "children")
+                children = node["data"].get("children")
+                if children is not None and not isinstance(children, list):
+                    yield ctx.problem(
+                        join_location(document.location, format_path((*path, "data", "children"))),
+                        f"listing children must be a list, got {type(children).__name__}; skipped",
+                    )
+                    continue
+                children = children or []
                 stack.extend(
                     (children[i], (*path, "data", "children", i)) for i in range(len(children) - 1, -1, -1)
                 )

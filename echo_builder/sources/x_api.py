@@ -150,6 +150,9 @@ class XApiSource(SourceAdapter):
                     )
             return
         includes = get_dict(obj, "includes")
+        if obj.get("includes") is not None and not isinstance(obj.get("includes"), dict):
+            kind = type(obj.get("includes")).__name__
+            yield ctx.problem(where("includes"), f"includes must be an object, got {kind}; skipped")
         users = {
             str(u["id"]): u
             for u in get_list(includes, "users")
@@ -166,6 +169,12 @@ class XApiSource(SourceAdapter):
             tweets.extend((f"data[{i}]", t) for i, t in enumerate(data))
         elif data is not None:
             tweets.append(("data", data))
+        included = includes.get("tweets")
+        if included is not None and not isinstance(included, list):
+            yield ctx.problem(
+                where("includes.tweets"),
+                f"includes.tweets must be a list, got {type(included).__name__}; skipped",
+            )
         tweets.extend((f"includes.tweets[{i}]", t) for i, t in enumerate(get_list(includes, "tweets")))
         for path, tweet in tweets:
             loc = where(path)
