@@ -476,3 +476,26 @@ def test_a_container_of_records_of_the_wrong_type_is_reported(tmp_path):
         ("page.json", "[0].includes.tweets", "includes.tweets must be a list, got dict; skipped"),
         ("page.json", "[1].includes", "includes must be an object, got list; skipped"),
     ]
+
+
+def test_an_adapter_failure_on_one_line_loses_no_other_line(tmp_path, monkeypatch):
+    """Defence in depth: an exception escaping an adapter for one JSON Lines document (a bug, or a value nested
+    too deeply for the code that walks it) is that line's problem; the lines after it are read."""
+    from echo_builder.sources.reddit import RedditSource
+
+    real = RedditSource.parse_document
+
+    def flaky(self, document, ctx):
+        if document.location == "line 2":
+            raise RecursionError("maximum recursion depth exceeded")
+        if document.location == "line 4":
+            raise OverflowError("date value out of range")
+        yield from real(self, document, ctx)
+
+    monkeypatch.setattr(RedditSource, "parse_document", flaky)
+    report = read_posts(write_source("reddit", tmp_path, {}))
+    assert _texts(report) == ["post 0", "post 2", "post 4"]
+    assert [(p.location, p.reason) for p in report.errors] == [
+        ("line 2", "record nested too deeply to read"),
+        ("line 4", "reading stopped by an unexpected OverflowError: date value out of range"),
+    ]

@@ -530,8 +530,10 @@ def _read_unit(unit: _Unit, fmt: str | None, keep_raw: bool) -> tuple[str | None
                                 "note",
                             )
                         )
-                except (MemoryError, RecursionError):
+                except MemoryError:
                     raise
+                except RecursionError:
+                    items.append(ctx.problem(document.location or None, "record nested too deeply to read"))
                 except Exception as exc:
                     reason = clean_text(f"reading stopped by an unexpected {type(exc).__name__}: {exc}")[0]
                     items.append(ctx.problem(document.location or None, reason))
