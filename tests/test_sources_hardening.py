@@ -499,3 +499,26 @@ def test_an_adapter_failure_on_one_line_loses_no_other_line(tmp_path, monkeypatc
         ("line 2", "record nested too deeply to read"),
         ("line 4", "reading stopped by an unexpected OverflowError: date value out of range"),
     ]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs resource limits (POSIX)")
+def test_a_small_file_is_read_under_a_tight_memory_limit(tmp_path):
+    """The size cap is enforced without a buffer of the cap's size: a small export reads in a process whose
+    address space is limited to 1.5 GiB (the cap is 2 GiB)."""
+    import subprocess
+    import sys
+
+    path = write_source("reddit", tmp_path, {})
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))\n"
+        "from echo_builder.sources import read_posts\n"
+        "report = read_posts(sys.argv[1])\n"
+        "print(len(report.posts), len(report.problems))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(reader_module.__file__).parents[2])}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["5", "0"]

@@ -167,7 +167,7 @@ def _too_large(size: int) -> str:
     )
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path) -> bytes | bytearray:
     """The bytes of a regular file, at most :data:`MAX_FILE_BYTES`.
 
     The file is opened non-blocking and checked again with ``fstat`` (a file swapped for a named pipe after the
@@ -187,7 +187,15 @@ def _read_bytes(path: Path) -> bytes:
                 )
             if info.st_size > MAX_FILE_BYTES:
                 raise _Unreadable(_too_large(info.st_size))
-            data = fh.read(MAX_FILE_BYTES + 1)
+            # the size stat reports, then on in chunks (a file that grows, or reports 0 as /proc files do); never a
+            # buffer of the cap's size up front
+            buffer = bytearray(fh.read(min(info.st_size, MAX_FILE_BYTES) + 1))
+            while len(buffer) <= MAX_FILE_BYTES:
+                chunk = fh.read(min(1 << 24, MAX_FILE_BYTES + 1 - len(buffer)))
+                if not chunk:
+                    break
+                buffer += chunk
+            data = buffer
         except OSError as exc:
             raise _Unreadable(f"cannot read the file ({exc.strerror or exc})") from None
         except MemoryError:
