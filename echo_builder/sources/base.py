@@ -1,7 +1,9 @@
 """Shared pieces of the source adapters: the problem record, the adapter interface, the registry and helpers.
 
 An adapter turns one input format into :class:`~echo_builder.records.Post` records. It never raises on bad data:
-it yields a :class:`RecordProblem` for each record it cannot read and goes on with the next one. Files are opened,
+it yields a :class:`RecordProblem` for each record it cannot read and goes on with the next one. Each record is
+converted inside :func:`guarded`, which turns any exception (a wrong JSON type, a date that overflows once in UTC,
+a count too large for 64 bits, an adapter bug) into one problem for that record. Files are opened,
 decoded and parsed by :mod:`echo_builder.sources.reader`, which hands each adapter already-parsed JSON
 :class:`Document` values (one per file, or one per line of a JSON Lines file); the collection adapter reads a
 folder instead.

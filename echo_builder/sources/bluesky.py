@@ -42,8 +42,9 @@ Mapping to :class:`~echo_builder.records.Post`:
 - ``engagement``: ``likes``, ``reposts``, ``replies``, ``quotes``. ``raw``: the post view as given.
 
 Problems: ``notFoundPost`` and ``blockedPost`` nodes (deleted or blocked posts) are notes; a post view without an
-``at://`` URI, with a non-string text or an unreadable ``createdAt`` is reported at its JSON path
-(``thread.replies[2].post``) and skipped.
+``at://`` URI, with a non-string text or an unreadable ``createdAt`` (or one outside years 1-9999 in UTC) is
+reported at its JSON path (``thread.replies[2].post``) and skipped; ``replies`` that is not a list, or a
+``parent`` that is not a thread node, is reported (the posts inside it cannot be read).
 """
 
 from __future__ import annotations

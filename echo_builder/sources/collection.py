@@ -32,8 +32,10 @@ Mapping to :class:`~echo_builder.records.Post`:
   collection), ``collection``, ``case``, ``case_dir`` and ``attribution`` (``ATTRIBUTION.yml`` or ``None``).
 
 Problems (reported at ``cases/<n>`` and skipped): no ``case.yml``, a file that is not UTF-8 or not valid YAML, a
-top level that is not a mapping, a missing or empty ``prompt``, YAML that expands past 100,000 values (alias
-bombs). An unreadable ``ATTRIBUTION.yml`` is a note; the case is kept.
+top level that is not a mapping, a missing or empty ``prompt`` (or one that is not text), YAML that expands past
+100,000 values (alias bombs), a ``case.yml`` over 8 MiB. An unreadable ``ATTRIBUTION.yml`` is a note; the case is
+kept. A lone UTF-16 surrogate (a ``"\\uD83D"`` YAML escape, or a case folder name that is not UTF-8) is replaced
+by U+FFFD with a note; an example image whose path is not UTF-8 is ignored with a note.
 """
 
 from __future__ import annotations

@@ -35,8 +35,9 @@ Mapping to :class:`~echo_builder.records.Post`:
 - ``raw``: the object as given (a listing comment without its nested ``replies``).
 
 Problems: a record that is neither a submission (``title``) nor a comment (``body``), has no ``id``, or has an
-unreadable ``created_utc`` is reported with its line (and JSON path inside a listing) and skipped; a ``more``
-stub (comments not loaded) is a note.
+unreadable ``created_utc`` (or one outside years 1-9999) is reported with its line (and JSON path inside a
+listing) and skipped; a listing whose ``children`` is not a list is reported; a ``more`` stub (comments not loaded)
+is a note. An image post (``post_hint`` ``image``) without a ``url`` falls back to its preview images.
 """
 
 from __future__ import annotations

@@ -36,8 +36,10 @@ retweet (``referenced_tweets`` type ``retweeted``) is not a post of its own: it 
 original arrives through ``includes.tweets``. Entries of ``errors`` (deleted or protected referenced tweets)
 become notes.
 
-Problems: a tweet without a string ``id`` or ``text``, with an unparseable date or a non-numeric count is
-reported at its JSON path (``data[3]``, ``line 2: includes.tweets[0]``) and skipped.
+Problems: a tweet without a string ``id`` or ``text``, with an unparseable date (or one outside years 1-9999 in
+UTC), a non-numeric count or one beyond 2**63 - 1 is reported at its JSON path (``data[3]``,
+``line 2: includes.tweets[0]``) and skipped; ``includes`` that is not an object, or ``includes.tweets`` that is
+not a list, is reported too.
 """
 
 from __future__ import annotations
