@@ -522,3 +522,18 @@ def test_a_small_file_is_read_under_a_tight_memory_limit(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["5", "0"]
+
+
+@pytest.mark.parametrize("fmt", ["x_api", "x_graphql", "reddit", "bluesky", "jsonl"])
+def test_an_integer_of_thousands_of_digits_is_one_problem(fmt, tmp_path):
+    """``json.loads`` raises a plain ValueError past 4,300 digits, which lost the whole file (and for JSON Lines,
+    when it came first, every line)."""
+    huge = "9" * 5000
+    for at in (0, 2):
+        folder = tmp_path / str(at)
+        folder.mkdir()
+        path = write_source(fmt, folder, DATE_FIELD[fmt](7), at=at)
+        path.write_text(path.read_text(encoding="utf-8").replace(": 7", ": " + huge), encoding="utf-8")
+        report = read_posts(path)
+        assert _texts(report) == _others(at=at), (fmt, at, report.problems)
+        assert len(report.errors) == 1 and report.errors[0].location is not None

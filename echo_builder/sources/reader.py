@@ -36,6 +36,7 @@ import json
 import os
 import re
 import stat
+import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -240,9 +241,26 @@ def _decode(path: Path) -> tuple[str, dict[int, str]]:
     return "\n".join(texts), bad
 
 
+def _huge_int(digits: str) -> int | float:
+    """A JSON integer literal as ``int``, or as ``float`` (``inf`` past float's range) when it has more digits than
+    Python converts (4,300 by default): such a number then fails its record's checks instead of the parser."""
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
+    return float(digits) if limit and len(digits.lstrip("-")) > limit else int(digits)
+
+
 def _parsed(text: str) -> tuple[Any, int]:
-    """``json.loads(text)`` with lone surrogates replaced by U+FFFD, and how many strings were repaired."""
-    value = json.loads(text)
+    """``json.loads(text)`` with lone surrogates replaced by U+FFFD, and how many strings were repaired.
+
+    An integer with thousands of digits makes ``json.loads`` raise a plain ``ValueError`` (not a decode error)
+    that would lose the whole file; the text is then parsed again with such integers read as floats."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:
+        if "digits" not in str(exc):
+            raise
+        value = json.loads(text, parse_int=_huge_int)
     if has_surrogate_escape(text):
         return clean_json(value)
     return value, 0
