@@ -360,6 +360,10 @@ def as_count(value: Any, what: str) -> int | None:
     if isinstance(value, bool):
         raise BadRecord(f"{what} must be a count, got {value!r}")
     n: int | None = None
+    if isinstance(value, float) and math.isinf(
+        value
+    ):  # also a JSON integer past 4,300 digits (read as a float)
+        raise BadRecord(f"{what} {preview(value)} is out of range for a count (at most 2**63 - 1)")
     if isinstance(value, int):
         n = value
     elif isinstance(value, float) and value.is_integer():
