@@ -537,3 +537,13 @@ def test_an_integer_of_thousands_of_digits_is_one_problem(fmt, tmp_path):
         report = read_posts(path)
         assert _texts(report) == _others(at=at), (fmt, at, report.problems)
         assert len(report.errors) == 1 and report.errors[0].location is not None
+
+
+@pytest.mark.timeout(30, method="thread")
+def test_detect_format_refuses_a_named_pipe_without_blocking(tmp_path):
+    from echo_builder.errors import RecordError
+    from echo_builder.sources import detect_format
+
+    os.mkfifo(tmp_path / "pipe.json")
+    with pytest.raises(RecordError, match=r"pipe\.json: a named pipe \(FIFO\), not a regular file"):
+        detect_format(tmp_path / "pipe.json")

@@ -437,6 +437,9 @@ def detect_format(path: str | os.PathLike[str]) -> str:
                 f"{path}: folder is not an input of any folder format (a collection needs cases/)"
             )
         return name
+    why = _not_regular(p)
+    if why is not None:  # never opened
+        raise RecordError(f"{path}: {why}")
     try:
         return _format_of(_load(p).candidates)
     except _Unreadable as exc:
