@@ -208,15 +208,15 @@ class CollectionSource(SourceAdapter):
         if not isinstance(prompt, str) or not prompt.strip():
             raise BadRecord(f"case.yml has no prompt (expected non-empty text, got {prompt!r})")
         notes: list[Item] = []
-        if repaired[0]:
-            notes.append(ctx.problem(location, surrogate_note(repaired[0]), "note"))
         attribution = None
         attribution_file = case_dir / "ATTRIBUTION.yml"
         if attribution_file.is_file():
             try:
-                attribution = _jsonable(_load_yaml(attribution_file))
+                attribution = _jsonable(_load_yaml(attribution_file), repaired)
             except BadRecord as exc:
                 notes.append(ctx.problem(location, f"ATTRIBUTION.yml ignored: {exc}", "note"))
+        if repaired[0]:
+            notes.insert(0, ctx.problem(location, surrogate_note(repaired[0]), "note"))
         images: list[Path] = []
         named = case.get("image")
         case_root = case_dir.resolve()
