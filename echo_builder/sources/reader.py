@@ -168,6 +168,13 @@ def _too_large(size: int) -> str:
     )
 
 
+def _no_memory(size: int, step: str) -> str:
+    return (
+        f"file is {size:,} bytes and memory ran out while {step} it (sources are read whole into memory); split it "
+        "into smaller JSON Lines files and pass those"
+    )
+
+
 def _read_bytes(path: Path) -> bytes | bytearray:
     """The bytes of a regular file, at most :data:`MAX_FILE_BYTES`.
 
@@ -200,7 +207,7 @@ def _read_bytes(path: Path) -> bytes | bytearray:
         except OSError as exc:
             raise _Unreadable(f"cannot read the file ({exc.strerror or exc})") from None
         except MemoryError:
-            raise _Unreadable(_too_large(info.st_size) + " (out of memory while reading)") from None
+            raise _Unreadable(_no_memory(info.st_size, "reading")) from None
     if len(data) > MAX_FILE_BYTES:  # grew while being read
         raise _Unreadable(_too_large(len(data)))
     return data
@@ -225,7 +232,7 @@ def _decode(path: Path) -> tuple[str, dict[int, str]]:
         if path.suffix.lower() not in LINE_EXTENSIONS:
             raise whole from None
     except MemoryError:
-        raise _Unreadable(_too_large(len(data)) + " (out of memory while decoding)") from None
+        raise _Unreadable(_no_memory(len(data), "decoding")) from None
     texts: list[str] = []
     bad: dict[int, str] = {}
     for number, raw in enumerate(data.split(b"\n"), start=1):
@@ -306,7 +313,7 @@ def _whole(text: str) -> Document | None:
             return None
         raise _Unreadable(_json_error(exc, text, "file")) from None
     except MemoryError:
-        raise _Unreadable(_too_large(len(text)) + " (out of memory while parsing)") from None
+        raise _Unreadable(_no_memory(len(text), "parsing")) from None
 
 
 def _parse_line(file: str, number: int, line: str) -> Document | RecordProblem:
@@ -411,10 +418,8 @@ def _format_of(candidates: list[Any]) -> str:
         name = _sniff(value)
         if name is not None:
             votes[name] = votes.get(name, 0) + 1
-    if votes:
-        return max(
-            votes, key=lambda n: votes[n]
-        )  # dicts keep first-claimed order; max keeps the first on a tie
+    if votes:  # dicts keep the order names were first claimed in, and max keeps the first of equal counts
+        return max(votes, key=lambda n: votes[n])
     formats = ", ".join(a.name for a in registered_sources() if not a.reads_folders)
     first = candidates[0] if candidates else None
     raise _Unreadable(
