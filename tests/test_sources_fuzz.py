@@ -282,3 +282,47 @@ def test_one_mutated_case_never_removes_another(data, tmp_path_factory):
     after = read_posts(folder)
     post_id = f"collection:mini-prompts/{case.name}"
     _check(before, after, post_id, {post_id})
+
+
+LINE_EXAMPLES = sorted(name for name, (path, _) in EXAMPLES.items() if path.suffix != ".json")
+
+
+@pytest.mark.parametrize("name", LINE_EXAMPLES)
+@FUZZ
+@given(data=st.data())
+def test_corrupt_bytes_in_one_line_lose_only_that_line(name, data, tmp_path_factory):
+    """Bytes spliced into one line of a JSON Lines export (invalid UTF-8, a NUL, a 5,000-digit number, a cut):
+    the posts of every other line are read, identical."""
+    source, _ = EXAMPLES[name]
+    lines = source.read_bytes().split(b"\n")
+    index = data.draw(st.sampled_from([i for i, line in enumerate(lines) if line.strip()]), label="line")
+    line = lines[index]
+    at = data.draw(st.integers(0, len(line)), label="at")
+    cut = data.draw(st.integers(0, min(8, len(line) - at)), label="cut")
+    junk = data.draw(
+        st.one_of(
+            st.binary(max_size=6),
+            st.sampled_from(
+                [b"\xff", b"\xc3", b"\x00", b"9" * 5000, b'"\\ud83d"', b"\\ud83d", b"\r", b"NaN"]
+            ),
+        ),
+        label="bytes",
+    )
+    folder = tmp_path_factory.mktemp("bytes")
+    original = folder / f"original{source.suffix}"
+    original.write_bytes(b"\n".join(lines))
+    before = read_posts(original)
+    lines[index] = line[:at] + junk + line[at + cut :]
+    target = folder / f"corrupt{source.suffix}"
+    target.write_bytes(b"\n".join(lines))
+    after = read_posts(target)  # no exception escapes
+    for post in after.posts:
+        post.model_dump_json().encode("utf-8")
+    # posts of the other lines: the original read, less the posts of the corrupted line
+    alone = folder / f"alone{source.suffix}"
+    alone.write_bytes(line)
+    own = {p.id for p in read_posts(alone).posts} if line.strip() else set()
+    kept = {p.id: p for p in after.posts}
+    for post in before.posts:
+        if post.id not in own:
+            assert kept.get(post.id) == post, f"{post.id} lost by corrupting line {index + 1}"
