@@ -198,6 +198,47 @@ def flow_collection(case: dict[str, Any], ws: Workspace) -> Observed:
     return _build(ws, folder)
 
 
+def flow_special_source(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``build`` on a source that is not a regular file, given beside the good export ``file``: ``input.kind`` is
+    ``fifo`` (a named pipe), ``dev_zero``, ``dev_zero_link`` (a link to it), ``fifo_in_folder`` (a folder holding
+    the good export and a pipe named ``.json``) or ``oversize`` (``file`` read under a 300-byte size cap beside a
+    small good file). Pipes and links live in a folder of their own outside the snapshot (reading a pipe to hash
+    it would block the check itself)."""
+    import tempfile
+
+    from echo_builder.sources import reader
+
+    kind = case["input"]["kind"]
+    good = ws.source(case["file"])
+    with tempfile.TemporaryDirectory(prefix="echo-special-") as special:
+        place = Path(special)
+        cap = reader.MAX_FILE_BYTES
+        if kind == "fifo":
+            os.mkfifo(place / "pipe.ndjson")
+            sources = [place / "pipe.ndjson", good]
+        elif kind == "dev_zero":
+            sources = [Path("/dev/zero"), good]
+        elif kind == "dev_zero_link":
+            (place / "zero.json").symlink_to("/dev/zero")
+            sources = [place / "zero.json", good]
+        elif kind == "fifo_in_folder":
+            shutil.copy(good, place / good.name)
+            os.mkfifo(place / "pipe.json")
+            sources = [place]
+        else:
+            assert kind == "oversize", kind
+            small = place / "small.jsonl"
+            small.write_text(
+                '{"id": "x:7", "platform": "x", "text": "Tried GPT-4o, a small file"}\n', encoding="utf-8"
+            )
+            sources = [good, small]
+            reader.MAX_FILE_BYTES = 300
+        try:
+            return _build(ws, *sources)
+        finally:
+            reader.MAX_FILE_BYTES = cap
+
+
 def flow_media(case: dict[str, Any], ws: Workspace) -> Observed:
     image = ws.source(case["file"])
     folder = _collection(ws, [HOSTILE / "collection" / "good"])
