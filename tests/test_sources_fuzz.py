@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from echo_builder.sources import read_posts
 from echo_builder.sources.x_graphql import iter_graphql_tweets
+from tests.helpers.properties import examples
 
 DATA = Path(__file__).parent / "data" / "sources"
 DEMO = Path(__file__).resolve().parents[1] / "echo_builder" / "examples" / "demo" / "exports"
@@ -42,11 +43,8 @@ EXAMPLES = {
 }
 COLLECTION = DATA / "collection" / "mini-prompts"
 
-FUZZ = settings(
-    derandomize=True,
-    max_examples=100,
-    deadline=None,
-    database=None,
+FUZZ = settings(  # derandomised by the suite's "ci" profile (tests/conftest.py)
+    max_examples=examples(100),
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from echo_builder.sources import read_posts
 from echo_builder.sources import reader as reader_module
 from echo_builder.sources.base import has_surrogate_escape
+from tests.helpers.properties import examples
 
 GOOD_TIME = "2025-03-27T12:00:00Z"
 FORMATS = ["x_api", "x_graphql", "reddit", "bluesky", "jsonl", "collection"]
@@ -437,7 +438,7 @@ def test_a_collection_case_named_by_a_huge_number_is_read_in_order(tmp_path):
 ESCAPES = ["\\\\", "\\ud83d", "\\ude00", "\\udc00", "\\uDBFF", "\\uD800", "\\u0041", "a", "u", "d83d"]
 
 
-@settings(derandomize=True, max_examples=400, deadline=None, database=None)
+@settings(max_examples=examples(400))
 @given(st.lists(st.sampled_from(ESCAPES), max_size=8))
 def test_the_surrogate_pre_check_never_misses_a_lone_half(parts):
     """The text filter skips the walk only when no parsed string can hold a lone surrogate (valid pairs, the
