@@ -12,6 +12,7 @@ cleanly afterwards (SQLite replays or discards the log). Several processes may s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -24,7 +25,7 @@ from typing import Any
 
 from echo_builder.errors import ConfigError
 
-__all__ = ["CACHE_FORMAT", "BackendStats", "CacheStats", "CallCache", "call_key"]
+__all__ = ["CACHE_FORMAT", "BackendStats", "CacheStats", "CacheWriteError", "CallCache", "call_key"]
 
 #: Bumped when the key payload or stored value changes shape, so old entries miss instead of misparsing.
 CACHE_FORMAT = 1
@@ -48,6 +49,10 @@ CREATE TABLE IF NOT EXISTS counters (
     misses INTEGER NOT NULL DEFAULT 0
 );
 """
+
+
+class CacheWriteError(ConfigError):
+    """A reply could not be stored (full disk, read-only folder); the message names the cache file."""
 
 
 def call_key(
@@ -135,17 +140,35 @@ class CallCache:
     Args:
         directory: folder holding ``calls.sqlite`` (created if missing).
         read_only: open without writing (for ``cache stats`` on a cache another run is using).
+        root: the output folder ``directory`` lies in (``OUT/cache``): no component of ``directory`` below it may
+            be a symbolic link. The database files themselves are never opened through a link.
+
+    A :meth:`put` that fails (full disk, read-only folder) raises :class:`CacheWriteError`; the reply is kept in
+    memory and written again by the next :meth:`put` and by :meth:`close`, so a reply paid for is not lost when
+    space comes back before the run ends (the failed write of a large file frees its temporary file).
 
     Raises:
-        ConfigError: the directory cannot be created or the file is not a cache database.
+        ConfigError: the directory cannot be created or the file is not a cache database, or a link is in its path.
     """
 
-    def __init__(self, directory: str | Path, *, read_only: bool = False) -> None:
+    def __init__(
+        self, directory: str | Path, *, read_only: bool = False, root: str | Path | None = None
+    ) -> None:
+        from echo_dataset.safe_io import check_inside, ensure_dir
+
         self.directory = Path(directory)
         self.path = self.directory / DB_NAME
         self.read_only = read_only
         self._lock = threading.Lock()
         self._pending: dict[str, list[int]] = {}  # backend -> [hits, misses] not yet written
+        self._unsaved: dict[str, tuple[Any, ...]] = {}  # key -> row whose INSERT failed, written again later
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            check_inside(self.directory, self.directory / (DB_NAME + suffix))
+        try:
+            if root is not None and not read_only:
+                ensure_dir(root, self.directory)
+        except OSError as exc:
+            raise ConfigError(f"cannot create cache directory {self.directory}: {exc}") from exc
         try:
             if read_only:
                 if not self.path.exists():
@@ -160,6 +183,8 @@ class CallCache:
                 )  # WAL + NORMAL: an app crash never tears a commit
                 self._conn.executescript(_SCHEMA)
             self._conn.execute("SELECT count(*) FROM calls").fetchone()
+        except sqlite3.OperationalError as exc:  # a read-only folder, a full disk, a locked file
+            raise ConfigError(f"cannot open the call cache {self.path}: {exc}") from None
         except sqlite3.DatabaseError as exc:
             raise ConfigError(f"{self.path} is not a readable echo-bench cache: {exc}") from exc
         except OSError as exc:
@@ -203,21 +228,23 @@ class CallCache:
         if self.read_only:
             raise ConfigError(f"cache {self.path} was opened read-only")
         blob = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        with self._lock, self._conn:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    key,
-                    backend,
-                    stage,
-                    prompt_version,
-                    blob,
-                    input_tokens,
-                    output_tokens,
-                    latency_s,
-                    time.time(),
-                ),
-            )
+        row = (key, backend, stage, prompt_version, blob, input_tokens, output_tokens, latency_s, time.time())
+        with self._lock:
+            self._unsaved[key] = row
+            self._write_unsaved()
+
+    def _write_unsaved(self) -> None:
+        """Insert every row not yet stored, each in its own transaction (caller holds the lock)."""
+        for key, row in list(self._unsaved.items()):
+            try:
+                with self._conn:
+                    self._conn.execute("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+            except sqlite3.Error as exc:
+                raise CacheWriteError(
+                    f"cannot store a model reply in the call cache {self.path}: {exc}; free space (or make "
+                    "the folder writable) and run the command again: stored replies are not requested again"
+                ) from None
+            del self._unsaved[key]
 
     def flush_counters(self) -> None:
         """Add the hit/miss counts gathered since the last flush to the database."""
@@ -240,11 +267,17 @@ class CallCache:
             return {b: (h, m) for b, (h, m) in self._pending.items()}
 
     def close(self) -> None:
-        """Flush counters and close the database. Safe to call twice."""
+        """Store replies whose first write failed, flush counters and close the database. Safe to call twice."""
         if getattr(self, "_conn", None) is None:
             return
         try:
-            self.flush_counters()
+            # the run already reports a failure here; the replies are lost only when this fails too
+            with self._lock, contextlib.suppress(CacheWriteError):
+                self._write_unsaved()
+            with contextlib.suppress(
+                sqlite3.Error
+            ):  # hit/miss counters are statistics: never worth a failure
+                self.flush_counters()
         finally:
             with self._lock:
                 self._conn.close()

@@ -9,6 +9,7 @@ needs them, so ``echo-bench --help`` is instant.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from typing import Any
 
 import click
@@ -21,8 +22,15 @@ from echo_builder.commands.evaluation import agreement, judge, leaderboard, metr
 from echo_builder.commands.generation import generate
 from echo_builder.errors import EchoError
 from echo_builder.secrets import redact
+from echo_dataset.errors import EchoDatasetError
+from echo_dataset.safe_io import describe_os_error
 
 __all__ = ["cli", "main"]
+
+
+def _one_line(text: str) -> str:
+    """An error message as one line (a multi-line message would read as several errors)."""
+    return " ".join(text.split("\n")).strip()
 
 
 class _Group(click.Group):
@@ -41,8 +49,14 @@ class _Group(click.Group):
         warnings.showwarning = note  # type: ignore[assignment]
         try:
             return super().invoke(ctx)
-        except (EchoError, FileNotFoundError, NotADirectoryError) as exc:
-            click.echo(f"error: {redact(str(exc))}", err=True)
+        except (EchoError, EchoDatasetError, FileNotFoundError, NotADirectoryError) as exc:
+            click.echo(f"error: {redact(_one_line(str(exc)))}", err=True)
+            ctx.exit(1)
+        except OSError as exc:  # a read-only folder, a full disk...: the path and the reason, no traceback
+            click.echo(f"error: {redact(_one_line(describe_os_error(exc, action='access')))}", err=True)
+            ctx.exit(1)
+        except sqlite3.Error as exc:  # the call cache's database (full disk, read-only, locked)
+            click.echo(f"error: the call cache failed: {redact(_one_line(str(exc)))}", err=True)
             ctx.exit(1)
         except click.UsageError:
             raise  # click prints the usage line with it
