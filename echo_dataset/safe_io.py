@@ -306,7 +306,10 @@ def claim_output(
         elif any(name in entries for name in signatures):
             previous = {}
         else:
-            foreign = [name for name in entries if name not in set(allowed)]
+            # ``.echo-bench*``: the marker's temporary file or the probe of another process starting the same run
+            foreign = [
+                n for n in entries if n not in set(allowed) and not n.startswith((".echo-bench", MARKER_FILE))
+            ]
             if foreign:
                 shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
                 raise OutputFolderError(

@@ -24,6 +24,15 @@ from typing import Any, Literal
 from echo_builder.errors import ConfigError, EchoError
 from echo_builder.scoring.base import METRIC_SPECS, MetricResult
 from echo_builder.secrets import get_logger
+from echo_dataset.safe_io import (
+    check_inside,
+    claim_output,
+    ensure_dir,
+    mark_output,
+    open_atomic,
+    write_json,
+    write_text,
+)
 
 __all__ = ["APPLICABILITY_FLAG", "METRIC_NAMES", "MetricsRunResult", "run_metrics"]
 
@@ -140,7 +149,14 @@ def run_metrics(
     # `echo-bench generate` records why an output is missing (refused, nsfw, error); the NaN reason shows it
     failures = {model: generation_failures(Path(outputs_dir) / model) for model in outputs}
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    # OUT is new or empty, or an earlier metrics run (rerun: its files are replaced, each atomically); never a
+    # folder of other files, and nothing is written through a symbolic link below it
+    claim_output(
+        out, "metrics", signatures=("summary.json", "metrics.parquet", "metrics.csv"), what="metrics folder"
+    )
+    for name in ("metrics.parquet", "metrics.csv", "summary.csv", "summary.json", "color_swatches", "cache"):
+        check_inside(out, out / name)
+    mark_output(out, "metrics")
     rows: list[dict[str, Any]] = []
     unavailable: dict[str, str] = {}
     for name in names:
@@ -163,16 +179,17 @@ def run_metrics(
                 break
     frame = pd.DataFrame(rows, columns=["model", "sample_id", "metric", "value", "nan_reason", "detail"])
     if table_format == "csv":
-        frame.to_csv(out / "metrics.csv", index=False)
+        write_text(out, out / "metrics.csv", frame.to_csv(index=False))
     else:
-        frame.astype({"detail": str}).to_parquet(out / "metrics.parquet", index=False)
+        with open_atomic(out, out / "metrics.parquet") as f:
+            frame.astype({"detail": str}).to_parquet(f, index=False)
     summary = _summary(frame)
-    pd.DataFrame(summary).drop(columns=["nan_reasons"]).to_csv(out / "summary.csv", index=False)
-    (out / "summary.json").write_text(
-        json.dumps({"summary": summary, "unavailable": unavailable}, indent=2) + "\n"
+    write_text(
+        out, out / "summary.csv", pd.DataFrame(summary).drop(columns=["nan_reasons"]).to_csv(index=False)
     )
+    write_json(out, out / "summary.json", {"summary": summary, "unavailable": unavailable}, indent=2)
     if "color_shift" in names and "color_shift" not in unavailable:
-        _swatches(samples, outputs, out / "color_swatches")
+        _swatches(samples, outputs, out / "color_swatches", root=out)
     return MetricsRunResult(out, rows, summary, unavailable)
 
 
@@ -244,14 +261,16 @@ def _summary(frame: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _swatches(samples: Sequence[dict[str, Any]], outputs: dict[str, dict[str, Path]], folder: Path) -> None:
+def _swatches(
+    samples: Sequence[dict[str, Any]], outputs: dict[str, dict[str, Path]], folder: Path, *, root: Path
+) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
     from echo_builder.scoring.color import pooled_color_shift
 
-    folder.mkdir(parents=True, exist_ok=True)
+    ensure_dir(root, folder)
     for model, files in outputs.items():
         pairs = [
             (s.get("input_images") or [], files[s["id"]])
@@ -283,7 +302,8 @@ def _swatches(samples: Sequence[dict[str, Any]], outputs: dict[str, dict[str, Pa
         ax.set_title(
             f"{model}: pooled color shift {float(pooled.magnitude):.2f}", fontsize=9, parse_math=False
         )
-        fig.savefig(folder / f"{_safe(model)}.png", dpi=120, bbox_inches="tight")
+        with open_atomic(root, folder / f"{_safe(model)}.png") as f:
+            fig.savefig(f, format="png", dpi=120, bbox_inches="tight")
 
 
 _WINDOWS_RESERVED = frozenset(
