@@ -10,9 +10,9 @@ from __future__ import annotations
 import base64
 import io
 import json
-import shutil
 import math
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
