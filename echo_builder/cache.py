@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -30,6 +31,15 @@ __all__ = ["CACHE_FORMAT", "BackendStats", "CacheStats", "CacheWriteError", "Cal
 #: Bumped when the key payload or stored value changes shape, so old entries miss instead of misparsing.
 CACHE_FORMAT = 1
 DB_NAME = "calls.sqlite"
+#: A file of :data:`RESERVE_BYTES` kept beside the database and deleted when the disk fills up, so that the replies
+#: of the calls in flight at that moment can still be stored (a rerun then repeats no paid call).
+RESERVE_SUFFIX = ".reserve"
+RESERVE_BYTES = 1 << 20
+
+
+def _is_full(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "full" in str(exc).lower()
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -162,7 +172,8 @@ class CallCache:
         self._lock = threading.Lock()
         self._pending: dict[str, list[int]] = {}  # backend -> [hits, misses] not yet written
         self._unsaved: dict[str, tuple[Any, ...]] = {}  # key -> row whose INSERT failed, written again later
-        for suffix in ("", "-wal", "-shm", "-journal"):
+        self._full: str | None = None  # the disk filled up: the reserve was used, the run must stop
+        for suffix in ("", "-wal", "-shm", "-journal", RESERVE_SUFFIX):
             check_inside(self.directory, self.directory / (DB_NAME + suffix))
         try:
             if root is not None and not read_only:
@@ -182,6 +193,7 @@ class CallCache:
                     "PRAGMA synchronous=NORMAL"
                 )  # WAL + NORMAL: an app crash never tears a commit
                 self._conn.executescript(_SCHEMA)
+                self._make_reserve()
             self._conn.execute("SELECT count(*) FROM calls").fetchone()
         except sqlite3.OperationalError as exc:  # a read-only folder, a full disk, a locked file
             raise ConfigError(f"cannot open the call cache {self.path}: {exc}") from None
@@ -233,18 +245,62 @@ class CallCache:
             self._unsaved[key] = row
             self._write_unsaved()
 
+    def _insert(self, row: tuple[Any, ...]) -> None:
+        with self._conn:
+            self._conn.execute("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+
     def _write_unsaved(self) -> None:
-        """Insert every row not yet stored, each in its own transaction (caller holds the lock)."""
+        """Insert every row not yet stored, each in its own transaction (caller holds the lock).
+
+        When the disk is full, the reserve file is given back once and the row written into the space it held; from
+        then on every put still stores its reply but raises :class:`CacheWriteError`, so the run stops sending
+        calls while the replies of the calls in flight are kept (a rerun repeats none of them).
+        """
         for key, row in list(self._unsaved.items()):
             try:
-                with self._conn:
-                    self._conn.execute("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                try:
+                    self._insert(row)
+                except sqlite3.OperationalError as exc:
+                    if not (_is_full(exc) and self._release_reserve()):
+                        raise
+                    self._full = str(exc)
+                    self._insert(row)
             except sqlite3.Error as exc:
                 raise CacheWriteError(
                     f"cannot store a model reply in the call cache {self.path}: {exc}; free space (or make "
                     "the folder writable) and run the command again: stored replies are not requested again"
                 ) from None
             del self._unsaved[key]
+        if self._full is not None:
+            raise CacheWriteError(
+                f"the disk holding the call cache {self.path} is full ({self._full}); every reply received is "
+                "stored: free space and run the command again (no stored call is requested again)"
+            )
+
+    def _make_reserve(self) -> None:
+        """Set aside :data:`RESERVE_BYTES` beside the database, given back when the disk fills up (best effort)."""
+        reserve = self.directory / (DB_NAME + RESERVE_SUFFIX)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(reserve, flags, 0o644)
+        except OSError:
+            return  # already there (or no room for it: the cache works without)
+        try:
+            os.write(fd, b"\0" * RESERVE_BYTES)
+        except OSError:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(reserve)
+            return
+        os.close(fd)
+
+    def _release_reserve(self) -> bool:
+        """Delete the reserve file to give its space to the database; ``False`` when there was none."""
+        try:
+            os.unlink(self.directory / (DB_NAME + RESERVE_SUFFIX))
+        except OSError:
+            return False
+        return True
 
     def flush_counters(self) -> None:
         """Add the hit/miss counts gathered since the last flush to the database."""
@@ -307,5 +363,9 @@ class CallCache:
                 entry.hits, entry.misses = hits, misses
             stages = dict(self._conn.execute("SELECT stage, count(*) FROM calls GROUP BY stage").fetchall())
             entries = int(self._conn.execute("SELECT count(*) FROM calls").fetchone()[0])
-        size = sum(p.stat().st_size for p in self.directory.glob(DB_NAME + "*") if p.is_file())
+        size = sum(
+            p.stat().st_size
+            for p in self.directory.glob(DB_NAME + "*")
+            if p.is_file() and not p.name.endswith(RESERVE_SUFFIX)
+        )
         return CacheStats(str(self.directory), entries, size, backends, stages)
