@@ -131,7 +131,7 @@ def _write_json(path: Path, data: Any, *, root: Path) -> None:
 #: What a folder may hold before a first build writes into it: a seeded media store, a shared call cache.
 SEEDED_ENTRIES = ("media", "cache")
 #: Files that show a build folder written before the marker existed.
-BUILD_SIGNATURES = ("build.json", "report.json", "stages")
+BUILD_SIGNATURES = ("build.json",)  # every build has written it first
 #: Where a rebuild over a finished build writes its stage files until it has finished (then they replace
 #: ``stages/``): a failed rebuild leaves the finished build's files as they were.
 NEXT_DIR = ".echo-bench-next"

@@ -259,7 +259,7 @@ def claim_output(
     root: str | Path,
     kind: str,
     *,
-    signatures: Iterable[str] = (),
+    signatures: Iterable[str | tuple[str, ...]] = (),
     allowed: Iterable[str] = (),
     what: str | None = None,
 ) -> dict[str, Any] | None:
@@ -272,7 +272,8 @@ def claim_output(
     Args:
         root: the output folder.
         kind: ``build``, ``judge``, ``metrics``, ``demo``, ``generate``.
-        signatures: names whose presence shows an earlier run of ``kind`` (folders without a marker).
+        signatures: what shows an earlier run of ``kind`` written before the marker existed: a path relative to
+            ``root``, or a tuple of paths that must all exist.
         allowed: names that may already be there in a folder that is not yet a run (seeded inputs).
         what: how to call a run of ``kind`` in messages (default ``"<kind> run"``).
 
@@ -303,7 +304,7 @@ def claim_output(
                     "--out"
                 )
             previous = marker
-        elif any(name in entries for name in signatures):
+        elif any(all((root / n).exists() for n in ((s,) if isinstance(s, str) else s)) for s in signatures):
             previous = {}
         else:
             # ``.echo-bench*``: the marker's temporary file or the probe of another process starting the same run

@@ -109,6 +109,8 @@ def _check_folder(out_dir: Path, model_dir: Path) -> None:
     check_inside(out_dir, model_dir)
     if not model_dir.is_dir():
         return
+    for file in (model_dir / MANIFEST_FILE, *shard_files(model_dir)):  # never read or appended through a link
+        check_inside(out_dir, file)
     entries = [p.name for p in model_dir.iterdir() if not p.name.startswith(".")]
     if entries and MANIFEST_FILE not in entries and not shard_files(model_dir):
         shown = ", ".join(sorted(entries)[:5]) + (", ..." if len(entries) > 5 else "")

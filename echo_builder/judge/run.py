@@ -201,7 +201,9 @@ def run_judging(
     backends = {spec: create_backend(spec, **(judge_options or {}).get(spec, {})) for spec in judges}
     # RUN is new or empty, or an earlier judge run (a rerun resumes it from the cache); never a folder of other
     # files, and no path written below it may be a symbolic link
-    claim_output(out, "judge", signatures=(RUN_FILE, VERDICTS_FILE, "cache"), what="judge run folder")
+    claim_output(
+        out, "judge", signatures=((RUN_FILE, VERDICTS_FILE), "cache/calls.sqlite"), what="judge run folder"
+    )
     for name in (RUN_FILE, VERDICTS_FILE, "cache", "plots"):
         check_inside(out, out / name)
     mark_output(out, "judge")

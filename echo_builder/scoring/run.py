@@ -152,7 +152,10 @@ def run_metrics(
     # OUT is new or empty, or an earlier metrics run (rerun: its files are replaced, each atomically); never a
     # folder of other files, and nothing is written through a symbolic link below it
     claim_output(
-        out, "metrics", signatures=("summary.json", "metrics.parquet", "metrics.csv"), what="metrics folder"
+        out,
+        "metrics",
+        signatures=(("summary.json", "metrics.parquet"), ("summary.json", "metrics.csv")),
+        what="metrics folder",
     )
     for name in ("metrics.parquet", "metrics.csv", "summary.csv", "summary.json", "color_swatches", "cache"):
         check_inside(out, out / name)
