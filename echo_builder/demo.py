@@ -152,7 +152,8 @@ def claim_demo(out: Path) -> None:
     """Create ``out``, check it is writable and mark it as a demo folder (before anything else is written)."""
     from echo_dataset.safe_io import claim_output, mark_output
 
-    claim_output(out, "demo", signatures=_DEMO_ENTRIES, what="demo folder")
+    # links are not scanned for: --overwrite removes the demo's entries (a link there: only the link)
+    claim_output(out, "demo", signatures=_DEMO_ENTRIES, what="demo folder", scan_links=False)
     mark_output(out, "demo")
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "mark_output",
     "open_atomic",
     "read_marker",
+    "refuse_links",
     "remove",
     "write_bytes",
     "write_json",
@@ -125,6 +126,21 @@ def check_inside(root: str | Path, path: str | Path, *, final_may_be_link: bool 
                 f"{root} and never through a link: remove the link or choose another --out"
             )
     return path
+
+
+def refuse_links(root: str | Path) -> None:
+    """Raise :class:`UnsafeOutputPathError` for the first symbolic link anywhere below ``root`` (links are not
+    followed while looking). Commands call it on an output folder they are about to write again: a link planted
+    in a media store or a cache folder would otherwise receive writes meant for the folder."""
+    root = Path(root)
+    for folder, dirs, names in os.walk(root, followlinks=False):
+        for name in sorted([*dirs, *names]):
+            path = Path(folder) / name
+            if path.is_symlink():
+                raise UnsafeOutputPathError(
+                    f"{path} is a symbolic link (to {os.readlink(path)}); echo-bench writes only inside the "
+                    f"output folder {root} and never through a link: remove the link or choose another --out"
+                )
 
 
 def ensure_dir(root: str | Path, path: str | Path | None = None) -> Path:
@@ -262,6 +278,7 @@ def claim_output(
     signatures: Iterable[str | tuple[str, ...]] = (),
     allowed: Iterable[str] = (),
     what: str | None = None,
+    scan_links: bool = True,
 ) -> dict[str, Any] | None:
     """Check that a run of ``kind`` may write into ``root``, then create ``root`` and probe that it is writable.
 
@@ -276,6 +293,7 @@ def claim_output(
             ``root``, or a tuple of paths that must all exist.
         allowed: names that may already be there in a folder that is not yet a run (seeded inputs).
         what: how to call a run of ``kind`` in messages (default ``"<kind> run"``).
+        scan_links: refuse a folder holding a symbolic link anywhere below it (see :func:`refuse_links`).
 
     Returns:
         The earlier run's marker (``{}`` for one recognised by its signature files), or ``None`` for a new folder.
@@ -317,6 +335,8 @@ def claim_output(
                     f"--out {root} is not empty and is not an earlier {what} (it holds {shown}); echo-bench "
                     "never overwrites files it did not write: choose a new or empty folder"
                 )
+        if scan_links:
+            refuse_links(root)
     ensure_dir(root)
     probe = root / f".echo-bench-probe-{os.getpid()}"
     try:

@@ -49,7 +49,14 @@ from echo_builder.generate.manifest import (
     write_manifest,
 )
 from echo_builder.secrets import get_logger, redact
-from echo_dataset.safe_io import OutputFolderError, OutputWriteError, check_inside, remove, write_bytes
+from echo_dataset.safe_io import (
+    OutputFolderError,
+    OutputWriteError,
+    check_inside,
+    refuse_links,
+    remove,
+    write_bytes,
+)
 
 __all__ = ["SEED_POLICY", "GenerationRunResult", "check_file_name", "run_generation"]
 
@@ -109,8 +116,7 @@ def _check_folder(out_dir: Path, model_dir: Path) -> None:
     check_inside(out_dir, model_dir)
     if not model_dir.is_dir():
         return
-    for file in (model_dir / MANIFEST_FILE, *shard_files(model_dir)):  # never read or appended through a link
-        check_inside(out_dir, file)
+    refuse_links(model_dir)  # no manifest, shard or image is read, appended or replaced through a link
     entries = [p.name for p in model_dir.iterdir() if not p.name.startswith(".")]
     if entries and MANIFEST_FILE not in entries and not shard_files(model_dir):
         shown = ", ".join(sorted(entries)[:5]) + (", ..." if len(entries) > 5 else "")

@@ -222,19 +222,34 @@ def test_judge_and_leaderboard_never_write_through_a_link_in_the_run_folder(ws, 
     assert _tree(ws["outside"]) == before
 
 
-def test_judge_replaces_a_planted_temporary_file_link_without_following_it(ws):
+def test_judge_refuses_a_planted_temporary_file_link(ws):
     run = ws["tmp"] / "run"
     assert _judge(ws["bench"], ws["outputs"], ws["server"], run).exit_code == 0
-    for tmp_name in (
-        "verdicts.parquet.tmp",
-        f".verdicts.parquet.tmp-{os.getpid()}",
-        f".run.json.tmp-{os.getpid()}",
-    ):
+    for tmp_name in ("verdicts.parquet.tmp", f".verdicts.parquet.tmp-{os.getpid()}"):
         (run / tmp_name).symlink_to(ws["outside"] / "victim.txt")
-    before = _tree(ws["outside"])
-    assert _judge(ws["bench"], ws["outputs"], ws["server"], run).exit_code == 0
-    assert _tree(ws["outside"]) == before
-    assert (run / "run.json").is_file() and not (run / "run.json").is_symlink()
+        before = _tree(ws["outside"])
+        _one_error(_judge(ws["bench"], ws["outputs"], ws["server"], run), "symbolic link", tmp_name)
+        assert _tree(ws["outside"]) == before
+        (run / tmp_name).unlink()
+
+
+def test_an_atomic_write_never_follows_a_link_at_its_temporary_name(tmp_path):
+    from echo_dataset.safe_io import UnsafeOutputPathError, remove, write_text
+
+    root, outside = tmp_path / "out", tmp_path / "victim.txt"
+    root.mkdir()
+    outside.write_text("precious")
+    (root / f".run.json.tmp-{os.getpid()}").symlink_to(outside)  # a predictable name, planted in advance
+    write_text(root, root / "run.json", "{}")
+    assert outside.read_text() == "precious" and (root / "run.json").read_text() == "{}"
+    (root / "sub").symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(UnsafeOutputPathError):
+        write_text(root, root / "sub" / "victim.txt", "overwritten")
+    with pytest.raises(UnsafeOutputPathError):
+        remove(root, root / "sub" / "victim.txt")
+    with pytest.raises(UnsafeOutputPathError):
+        write_text(root, root / ".." / "victim.txt", "overwritten")
+    assert outside.read_text() == "precious"
 
 
 @pytest.mark.parametrize("name", ["summary.json", "summary.csv", "metrics.csv", "color_swatches"])
