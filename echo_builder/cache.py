@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from echo_builder.errors import ConfigError
+from echo_builder.secrets import get_logger
 
 __all__ = ["CACHE_FORMAT", "BackendStats", "CacheStats", "CacheWriteError", "CallCache", "call_key"]
 
+log = get_logger(__name__)
 #: Bumped when the key payload or stored value changes shape, so old entries miss instead of misparsing.
 CACHE_FORMAT = 1
 DB_NAME = "calls.sqlite"
@@ -303,19 +305,31 @@ class CallCache:
         return True
 
     def flush_counters(self) -> None:
-        """Add the hit/miss counts gathered since the last flush to the database."""
+        """Add the hit/miss counts gathered since the last flush to the database.
+
+        A failure (full disk, read-only folder) keeps the counts for a later flush and raises nothing: counters
+        are statistics, and an error here must never hide the one that stopped the run.
+        """
         if self.read_only:
             return
         with self._lock:
             pending, self._pending = self._pending, {}
             if not pending:
                 return
-            with self._conn:
-                self._conn.executemany(
-                    "INSERT INTO counters (backend, hits, misses) VALUES (?, ?, ?) "
-                    "ON CONFLICT(backend) DO UPDATE SET hits = hits + excluded.hits, misses = misses + excluded.misses",
-                    [(b, h, m) for b, (h, m) in pending.items()],
-                )
+            try:
+                with self._conn:
+                    self._conn.executemany(
+                        "INSERT INTO counters (backend, hits, misses) VALUES (?, ?, ?) "
+                        "ON CONFLICT(backend) DO UPDATE SET hits = hits + excluded.hits, "
+                        "misses = misses + excluded.misses",
+                        [(b, h, m) for b, (h, m) in pending.items()],
+                    )
+            except sqlite3.Error as exc:
+                log.info("hit/miss counters of %s not stored: %s", self.path, exc)
+                for backend, (hits, misses) in pending.items():
+                    counts = self._pending.setdefault(backend, [0, 0])
+                    counts[0] += hits
+                    counts[1] += misses
 
     def session_counters(self) -> dict[str, tuple[int, int]]:
         """Hits and misses per backend counted by this object and not yet flushed."""

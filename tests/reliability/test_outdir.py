@@ -165,7 +165,17 @@ def _plant(out: Path, name: str, outside: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ item 16: links
-BUILD_PATHS = ["README.md", "report.json", "build.json", "text_to_image", "image_to_image", "stages", "media"]
+BUILD_PATHS = [
+    "README.md",
+    "report.json",
+    "build.json",
+    "text_to_image",
+    "image_to_image",
+    "stages",
+    "media",
+    "media/index.jsonl",  # inside the media store (written by the media stage): found by the scan for links
+    "stages/collect.jsonl",
+]
 
 
 @pytest.mark.parametrize("name", BUILD_PATHS)
@@ -656,3 +666,62 @@ def test_publish_to_an_unresolvable_hub_is_one_error_line(ws, monkeypatch):
     monkeypatch.setattr(huggingface_hub, "HfApi", Unreachable)
     result = _cli("publish", out, "--repo-id", "me/echo", "--token", "hf_test", "--no-pseudonymize")
     _one_error(result, "hub.invalid", "Name or service not known", "nothing was published")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A real 4 MiB tmpfs (skipped where mounting is not allowed)."""
+    import shutil
+    import subprocess
+
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if not shutil.which("mount") or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def _fill(folder: Path) -> Path:
+    """Write one file until the disk holding ``folder`` is full; returns it."""
+    filler = folder / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        for size in (65536, 4096, 512, 1):  # down to the last byte
+            try:
+                while f.write(b"\0" * size):
+                    pass
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+    return filler
+
+
+def test_judge_on_a_really_full_disk_keeps_every_reply_it_paid_for(ws, tiny_disk):
+    """The disk fills up (another program's file) while the third reply is on its way: the run stops with one
+    line, every reply received is in the cache (the reserve file gives the room), and the rerun asks nothing
+    twice."""
+    server = ws["server"]
+    server.latency_s = 0.02
+    filler: list[Path] = []
+
+    def reply(body: dict[str, Any]) -> str:
+        if server.calls >= 3 and not filler:
+            filler.append(_fill(tiny_disk))
+        return "fine [[7]]"
+
+    server.reply = reply
+    run = tiny_disk / "run"
+    failed = _judge(ws["bench"], ws["outputs"], server, run, "--concurrency", "2")
+    _one_error(failed, str(run))
+    assert not (run / "verdicts.parquet").exists()
+    paid = {json.dumps(b, sort_keys=True) for b in server.log.bodies}
+    filler[0].unlink()  # space is back
+    server.reset_log()
+    resumed = _judge(ws["bench"], ws["outputs"], server, run, "--concurrency", "2")
+    assert resumed.exit_code == 0, resumed.output
+    assert [b for b in server.log.bodies if json.dumps(b, sort_keys=True) in paid] == []
+    assert len(paid) + server.calls == 6
