@@ -10,6 +10,7 @@ between runs, are kept apart in ``OUT/run_stats.json``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from echo_builder import __version__
 from echo_builder.errors import ConfigError
 from echo_builder.records import Post, Sample, Tree
 from echo_dataset.safe_io import (
+    MARKER_FILE,
     check_inside,
     claim_output,
     ensure_dir,
@@ -298,9 +300,14 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         posts: list[Post] = list(collected.posts)
         problems = [dict(vars(p)) for p in collected.problems]
         errors = [p for p in problems if p.get("level", "error") == "error"]
-        if (
-            not posts
-        ):  # nothing was written but the marker and build.json; an earlier build's files are intact
+        if not posts:
+            # nothing was written but the marker and build.json: an earlier build's files are intact, and a folder
+            # this run made (holding nothing worth keeping) is removed again
+            if folder.created:
+                for name in (MARKER_FILE, "build.json"):
+                    (out / name).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    out.rmdir()
             detail = "; ".join(_describe(p) for p in errors[:3]) or "no file in a supported format"
             skipped = list(getattr(collected, "skipped_files", []))
             if skipped:

@@ -725,3 +725,10 @@ def test_judge_on_a_really_full_disk_keeps_every_reply_it_paid_for(ws, tiny_disk
     assert resumed.exit_code == 0, resumed.output
     assert [b for b in server.log.bodies if json.dumps(b, sort_keys=True) in paid] == []
     assert len(paid) + server.calls == 6
+
+
+def test_a_new_build_that_reads_nothing_leaves_no_folder_behind(ws):
+    out = ws["tmp"] / "new"
+    ws["posts"].write_text("")
+    _one_error(_build(ws["posts"], out), "no post could be read")
+    assert not out.exists()
