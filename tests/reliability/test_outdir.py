@@ -668,23 +668,47 @@ def test_publish_to_an_unresolvable_hub_is_one_error_line(ws, monkeypatch):
     _one_error(result, "hub.invalid", "Name or service not known", "nothing was published")
 
 
-@pytest.fixture
-def tiny_disk(tmp_path):
-    """A real 4 MiB tmpfs (skipped where mounting is not allowed)."""
+def _tmpfs(mount: Path, options: str) -> Any:
+    """Mount a tmpfs at ``mount`` (skips the test where that is not allowed); returns the unmount function."""
     import shutil
     import subprocess
 
-    mount = tmp_path / "disk"
     mount.mkdir()
     if not shutil.which("mount") or os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)], capture_output=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
+    return lambda: subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A real 4 MiB tmpfs (skipped where mounting is not allowed)."""
+    unmount = _tmpfs(tmp_path / "disk", "size=4m")
     try:
-        yield mount
+        yield tmp_path / "disk"
     finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+        unmount()
+
+
+@pytest.mark.parametrize("command", ["build", "judge", "metrics", "generate", "demo"])
+def test_a_really_read_only_mount_is_one_error_line(ws, command):
+    """A read-only file system refuses even root: each command ends with one line naming the folder."""
+    out = ws["tmp"] / "ro"
+    unmount = _tmpfs(out, "ro,size=1m")
+    try:
+        run = {
+            "build": lambda: _build(ws["posts"], out),
+            "judge": lambda: _judge(ws["bench"], ws["outputs"], ws["server"], out),
+            "metrics": lambda: _metrics(ws["bench"], ws["outputs"], out),
+            "generate": lambda: _generate(ws["bench"], out, ws["tmp"]),
+            "demo": lambda: _cli("demo", "--out", out, "--no-progress"),
+        }[command]
+        _one_error(run(), str(out), "Read-only file system")
+        assert ws["server"].calls == 0
+    finally:
+        unmount()
 
 
 def _fill(folder: Path) -> Path:
