@@ -366,8 +366,8 @@ def run_generation(
     _check_sample_ids(samples, f"{benchmark}/{config}")
     model_dir = Path(out_dir) / name
     procs = processes()
-    _check_folder(Path(out_dir), model_dir)
     if procs.is_main:  # one prober: another process's probe could see the folder vanish under it
+        _check_folder(Path(out_dir), model_dir)
         _check_writable(model_dir)
     identity = {"model_spec": generator.spec, "seed": int(seed), "parameters": generator.output_parameters()}
     manifest = read_manifest(model_dir)
