@@ -28,6 +28,16 @@ from echo_dataset.safe_io import describe_os_error
 __all__ = ["cli", "main"]
 
 
+def _out_option(args: list[str]) -> str | None:
+    """The ``--out`` value among a command line's arguments (to name the folder an error without a path hit)."""
+    for i, arg in enumerate(args):
+        if arg == "--out" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--out="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 def _one_line(text: str) -> str:
     """An error message as one line (a multi-line message would read as several errors)."""
     return " ".join(text.split("\n")).strip()
@@ -45,6 +55,9 @@ class _Group(click.Group):
         def note(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
             click.echo(f"note: {message}", err=True)
 
+        # the subcommand's arguments, read before they are consumed (to name --out in an error without a path)
+        protected = ctx._protected_args if hasattr(ctx, "_protected_args") else ctx.protected_args
+        arguments = [*protected, *ctx.args]
         previous = warnings.showwarning
         warnings.showwarning = note  # type: ignore[assignment]
         try:
@@ -53,7 +66,9 @@ class _Group(click.Group):
             click.echo(f"error: {redact(_one_line(str(exc)))}", err=True)
             ctx.exit(1)
         except OSError as exc:  # a read-only folder, a full disk...: the path and the reason, no traceback
-            click.echo(f"error: {redact(_one_line(describe_os_error(exc, action='access')))}", err=True)
+            where = exc.filename or _out_option(arguments)
+            message = describe_os_error(exc, where, action="access" if exc.filename else "write in")
+            click.echo(f"error: {redact(_one_line(message))}", err=True)
             ctx.exit(1)
         except sqlite3.Error as exc:  # the call cache's database (full disk, read-only, locked)
             click.echo(f"error: the call cache failed: {redact(_one_line(str(exc)))}", err=True)
