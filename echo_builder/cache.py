@@ -39,10 +39,6 @@ RESERVE_SUFFIX = ".reserve"
 RESERVE_BYTES = 1 << 20
 
 
-def _is_full(exc: sqlite3.Error) -> bool:
-    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "full" in str(exc).lower()
-
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
     key TEXT PRIMARY KEY,
@@ -263,7 +259,9 @@ class CallCache:
                 try:
                     self._insert(row)
                 except sqlite3.OperationalError as exc:
-                    if not (_is_full(exc) and self._release_reserve()):
+                    # "database or disk is full", or "disk I/O error" when the write-ahead log cannot grow:
+                    # give the reserve back once and try again
+                    if not self._release_reserve():
                         raise
                     self._full = str(exc)
                     self._insert(row)

@@ -727,7 +727,8 @@ def _fill(folder: Path) -> Path:
 def test_judge_on_a_really_full_disk_keeps_every_reply_it_paid_for(ws, tiny_disk):
     """The disk fills up (another program's file) while the third reply is on its way: the run stops with one
     line, every reply received is in the cache (the reserve file gives the room), and the rerun asks nothing
-    twice."""
+    twice. One call at a time, so nothing else writes while the disk is being filled (calls in flight at that
+    moment: the simulated test above)."""
     server = ws["server"]
     server.latency_s = 0.02
     filler: list[Path] = []
@@ -739,15 +740,16 @@ def test_judge_on_a_really_full_disk_keeps_every_reply_it_paid_for(ws, tiny_disk
 
     server.reply = reply
     run = tiny_disk / "run"
-    failed = _judge(ws["bench"], ws["outputs"], server, run, "--concurrency", "2")
+    failed = _judge(ws["bench"], ws["outputs"], server, run, "--concurrency", "1")
     _one_error(failed, str(run))
     assert not (run / "verdicts.parquet").exists()
     paid = {json.dumps(b, sort_keys=True) for b in server.log.bodies}
     filler[0].unlink()  # space is back
     server.reset_log()
-    resumed = _judge(ws["bench"], ws["outputs"], server, run, "--concurrency", "2")
+    resumed = _judge(ws["bench"], ws["outputs"], server, run, "--concurrency", "1")
     assert resumed.exit_code == 0, resumed.output
-    assert [b for b in server.log.bodies if json.dumps(b, sort_keys=True) in paid] == []
+    repeated = [b for b in server.log.bodies if json.dumps(b, sort_keys=True) in paid]
+    assert repeated == [], (failed.stderr, len(paid))
     assert len(paid) + server.calls == 6
 
 
