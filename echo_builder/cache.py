@@ -15,8 +15,10 @@ cleanly afterwards (SQLite replays or discards the log). Several processes may s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -26,13 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from echo_builder.errors import ConfigError
-from echo_builder.secrets import redact
+from echo_builder.secrets import get_logger, redact
 
-__all__ = ["CACHE_FORMAT", "BackendStats", "CacheStats", "CallCache", "call_key"]
+__all__ = ["CACHE_FORMAT", "BackendStats", "CacheStats", "CacheWriteError", "CallCache", "call_key"]
 
+log = get_logger(__name__)
 #: Bumped when the key payload or stored value changes shape, so old entries miss instead of misparsing.
 CACHE_FORMAT = 1
 DB_NAME = "calls.sqlite"
+#: A file of :data:`RESERVE_BYTES` kept beside the database and deleted when the disk fills up, so that the replies
+#: of the calls in flight at that moment can still be stored (a rerun then repeats no paid call).
+RESERVE_SUFFIX = ".reserve"
+RESERVE_BYTES = 1 << 20
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -52,6 +60,10 @@ CREATE TABLE IF NOT EXISTS counters (
     misses INTEGER NOT NULL DEFAULT 0
 );
 """
+
+
+class CacheWriteError(ConfigError):
+    """A reply could not be stored (full disk, read-only folder); the message names the cache file."""
 
 
 def call_key(
@@ -139,17 +151,36 @@ class CallCache:
     Args:
         directory: folder holding ``calls.sqlite`` (created if missing).
         read_only: open without writing (for ``cache stats`` on a cache another run is using).
+        root: the output folder ``directory`` lies in (``OUT/cache``): no component of ``directory`` below it may
+            be a symbolic link. The database files themselves are never opened through a link.
+
+    A :meth:`put` that fails (full disk, read-only folder) raises :class:`CacheWriteError`; the reply is kept in
+    memory and written again by the next :meth:`put` and by :meth:`close`, so a reply paid for is not lost when
+    space comes back before the run ends (the failed write of a large file frees its temporary file).
 
     Raises:
-        ConfigError: the directory cannot be created or the file is not a cache database.
+        ConfigError: the directory cannot be created or the file is not a cache database, or a link is in its path.
     """
 
-    def __init__(self, directory: str | Path, *, read_only: bool = False) -> None:
+    def __init__(
+        self, directory: str | Path, *, read_only: bool = False, root: str | Path | None = None
+    ) -> None:
+        from echo_dataset.safe_io import check_inside, ensure_dir
+
         self.directory = Path(directory)
         self.path = self.directory / DB_NAME
         self.read_only = read_only
         self._lock = threading.Lock()
         self._pending: dict[str, list[int]] = {}  # backend -> [hits, misses] not yet written
+        self._unsaved: dict[str, tuple[Any, ...]] = {}  # key -> row whose INSERT failed, written again later
+        self._full: str | None = None  # the disk filled up: the reserve was used, the run must stop
+        for suffix in ("", "-wal", "-shm", "-journal", RESERVE_SUFFIX):
+            check_inside(self.directory, self.directory / (DB_NAME + suffix))
+        try:
+            if root is not None and not read_only:
+                ensure_dir(root, self.directory)
+        except OSError as exc:
+            raise ConfigError(f"cannot create cache directory {self.directory}: {exc}") from exc
         try:
             if read_only:
                 if not self.path.exists():
@@ -163,7 +194,10 @@ class CallCache:
                     "PRAGMA synchronous=NORMAL"
                 )  # WAL + NORMAL: an app crash never tears a commit
                 self._conn.executescript(_SCHEMA)
+                self._make_reserve()
             self._conn.execute("SELECT count(*) FROM calls").fetchone()
+        except sqlite3.OperationalError as exc:  # a read-only folder, a full disk, a locked file
+            raise ConfigError(f"cannot open the call cache {self.path}: {exc}") from None
         except sqlite3.DatabaseError as exc:
             raise ConfigError(f"{self.path} is not a readable echo-bench cache: {exc}") from exc
         except OSError as exc:
@@ -208,36 +242,96 @@ class CallCache:
             raise ConfigError(f"cache {self.path} was opened read-only")
         # A key the server echoed back (in a reply or an error) is never stored; callers redact too.
         blob = redact(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
-        with self._lock, self._conn:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    key,
-                    backend,
-                    stage,
-                    prompt_version,
-                    blob,
-                    input_tokens,
-                    output_tokens,
-                    latency_s,
-                    time.time(),
-                ),
+        row = (key, backend, stage, prompt_version, blob, input_tokens, output_tokens, latency_s, time.time())
+        with self._lock:
+            self._unsaved[key] = row
+            self._write_unsaved()
+
+    def _insert(self, row: tuple[Any, ...]) -> None:
+        with self._conn:
+            self._conn.execute("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+
+    def _write_unsaved(self) -> None:
+        """Insert every row not yet stored, each in its own transaction (caller holds the lock).
+
+        When the disk is full, the reserve file is given back once and the row written into the space it held; from
+        then on every put still stores its reply but raises :class:`CacheWriteError`, so the run stops sending
+        calls while the replies of the calls in flight are kept (a rerun repeats none of them).
+        """
+        for key, row in list(self._unsaved.items()):
+            try:
+                try:
+                    self._insert(row)
+                except sqlite3.OperationalError as exc:
+                    # "database or disk is full", or "disk I/O error" when the write-ahead log cannot grow:
+                    # give the reserve back once and try again
+                    if not self._release_reserve():
+                        raise
+                    self._full = str(exc)
+                    self._insert(row)
+            except sqlite3.Error as exc:
+                raise CacheWriteError(
+                    f"cannot store a model reply in the call cache {self.path}: {exc}; free space (or make "
+                    "the folder writable) and run the command again: stored replies are not requested again"
+                ) from None
+            del self._unsaved[key]
+        if self._full is not None:
+            raise CacheWriteError(
+                f"the disk holding the call cache {self.path} is full ({self._full}); every reply received is "
+                "stored: free space and run the command again (no stored call is requested again)"
             )
 
+    def _make_reserve(self) -> None:
+        """Set aside :data:`RESERVE_BYTES` beside the database, given back when the disk fills up (best effort)."""
+        reserve = self.directory / (DB_NAME + RESERVE_SUFFIX)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(reserve, flags, 0o644)
+        except OSError:
+            return  # already there (or no room for it: the cache works without)
+        try:
+            os.write(fd, b"\0" * RESERVE_BYTES)
+        except OSError:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(reserve)
+            return
+        os.close(fd)
+
+    def _release_reserve(self) -> bool:
+        """Delete the reserve file to give its space to the database; ``False`` when there was none."""
+        try:
+            os.unlink(self.directory / (DB_NAME + RESERVE_SUFFIX))
+        except OSError:
+            return False
+        return True
+
     def flush_counters(self) -> None:
-        """Add the hit/miss counts gathered since the last flush to the database."""
+        """Add the hit/miss counts gathered since the last flush to the database.
+
+        A failure (full disk, read-only folder) keeps the counts for a later flush and raises nothing: counters
+        are statistics, and an error here must never hide the one that stopped the run.
+        """
         if self.read_only:
             return
         with self._lock:
             pending, self._pending = self._pending, {}
             if not pending:
                 return
-            with self._conn:
-                self._conn.executemany(
-                    "INSERT INTO counters (backend, hits, misses) VALUES (?, ?, ?) "
-                    "ON CONFLICT(backend) DO UPDATE SET hits = hits + excluded.hits, misses = misses + excluded.misses",
-                    [(b, h, m) for b, (h, m) in pending.items()],
-                )
+            try:
+                with self._conn:
+                    self._conn.executemany(
+                        "INSERT INTO counters (backend, hits, misses) VALUES (?, ?, ?) "
+                        "ON CONFLICT(backend) DO UPDATE SET hits = hits + excluded.hits, "
+                        "misses = misses + excluded.misses",
+                        [(b, h, m) for b, (h, m) in pending.items()],
+                    )
+            except sqlite3.Error as exc:
+                log.info("hit/miss counters of %s not stored: %s", self.path, exc)
+                for backend, (hits, misses) in pending.items():
+                    counts = self._pending.setdefault(backend, [0, 0])
+                    counts[0] += hits
+                    counts[1] += misses
 
     def session_counters(self) -> dict[str, tuple[int, int]]:
         """Hits and misses per backend counted by this object and not yet flushed."""
@@ -245,11 +339,17 @@ class CallCache:
             return {b: (h, m) for b, (h, m) in self._pending.items()}
 
     def close(self) -> None:
-        """Flush counters and close the database. Safe to call twice."""
+        """Store replies whose first write failed, flush counters and close the database. Safe to call twice."""
         if getattr(self, "_conn", None) is None:
             return
         try:
-            self.flush_counters()
+            # the run already reports a failure here; the replies are lost only when this fails too
+            with self._lock, contextlib.suppress(CacheWriteError):
+                self._write_unsaved()
+            with contextlib.suppress(
+                sqlite3.Error
+            ):  # hit/miss counters are statistics: never worth a failure
+                self.flush_counters()
         finally:
             with self._lock:
                 self._conn.close()
@@ -279,5 +379,9 @@ class CallCache:
                 entry.hits, entry.misses = hits, misses
             stages = dict(self._conn.execute("SELECT stage, count(*) FROM calls GROUP BY stage").fetchall())
             entries = int(self._conn.execute("SELECT count(*) FROM calls").fetchone()[0])
-        size = sum(p.stat().st_size for p in self.directory.glob(DB_NAME + "*") if p.is_file())
+        size = sum(
+            p.stat().st_size
+            for p in self.directory.glob(DB_NAME + "*")
+            if p.is_file() and not p.name.endswith(RESERVE_SUFFIX)
+        )
         return CacheStats(str(self.directory), entries, size, backends, stages)

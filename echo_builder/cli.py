@@ -9,6 +9,7 @@ needs them, so ``echo-bench --help`` is instant.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from typing import Any
 
 import click
@@ -21,8 +22,25 @@ from echo_builder.commands.evaluation import agreement, judge, leaderboard, metr
 from echo_builder.commands.generation import generate
 from echo_builder.errors import EchoError
 from echo_builder.secrets import protect_logging, redact
+from echo_dataset.errors import EchoDatasetError
+from echo_dataset.safe_io import describe_os_error
 
 __all__ = ["cli", "main"]
+
+
+def _out_option(args: list[str]) -> str | None:
+    """The ``--out`` value among a command line's arguments (to name the folder an error without a path hit)."""
+    for i, arg in enumerate(args):
+        if arg == "--out" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--out="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _one_line(text: str) -> str:
+    """An error message as one line (a multi-line message would read as several errors)."""
+    return " ".join(text.split("\n")).strip()
 
 
 class _Group(click.Group):
@@ -37,12 +55,23 @@ class _Group(click.Group):
         def note(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
             click.echo(f"note: {message}", err=True)
 
+        # the subcommand's arguments, read before they are consumed (to name --out in an error without a path)
+        protected = ctx._protected_args if hasattr(ctx, "_protected_args") else ctx.protected_args
+        arguments = [*protected, *ctx.args]
         previous = warnings.showwarning
         warnings.showwarning = note  # type: ignore[assignment]
         try:
             return super().invoke(ctx)
-        except (EchoError, FileNotFoundError, NotADirectoryError) as exc:
-            click.echo(f"error: {redact(str(exc))}", err=True)
+        except (EchoError, EchoDatasetError, FileNotFoundError, NotADirectoryError) as exc:
+            click.echo(f"error: {redact(_one_line(str(exc)))}", err=True)
+            ctx.exit(1)
+        except OSError as exc:  # a read-only folder, a full disk...: the path and the reason, no traceback
+            where = exc.filename or _out_option(arguments)
+            message = describe_os_error(exc, where, action="access" if exc.filename else "write in")
+            click.echo(f"error: {redact(_one_line(message))}", err=True)
+            ctx.exit(1)
+        except sqlite3.Error as exc:  # the call cache's database (full disk, read-only, locked)
+            click.echo(f"error: the call cache failed: {redact(_one_line(str(exc)))}", err=True)
             ctx.exit(1)
         except click.UsageError:
             raise  # click prints the usage line with it

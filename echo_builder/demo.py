@@ -30,7 +30,6 @@ there (only the entries above and ``runs/``; other files are left alone).
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import shlex
 import shutil
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from echo_builder.errors import ConfigError
+from echo_dataset.safe_io import ensure_dir, write_bytes, write_json
 
 __all__ = [
     "DEMO_LAUNCH_DATE",
@@ -115,6 +115,13 @@ class DemoSummary:
 
 
 def _prepare(out: Path, overwrite: bool) -> None:
+    """Check ``out`` (absent, empty, or with ``overwrite`` an earlier demo) and clear a previous demo's entries.
+
+    ``overwrite`` deletes only what a demo writes, and only in a folder a demo wrote (its marker, or an older
+    demo's ``summary.json`` beside ``benchmark/``): never the files of a folder that is not a demo.
+    """
+    from echo_dataset.safe_io import OutputFolderError, check_inside, read_marker
+
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; give a folder (absent or empty)")
     if out.is_dir() and any(out.iterdir()):
@@ -123,13 +130,31 @@ def _prepare(out: Path, overwrite: bool) -> None:
                 f"--out {out} is not empty; choose a new folder, or pass --overwrite to replace a previous demo "
                 "there"
             )
+        marker = read_marker(out)
+        legacy = marker is None and (out / "summary.json").is_file() and (out / "benchmark").is_dir()
+        if not legacy and (marker or {}).get("kind") != "demo":
+            raise OutputFolderError(
+                f"--out {out} is not an earlier demo folder; --overwrite replaces only a demo's own output, and "
+                "echo-bench never deletes files it did not write: choose a new or empty folder"
+            )
+        claim_demo(out)  # writable, and marked as a demo, before anything is deleted
         for name in _DEMO_ENTRIES:
-            path = out / name
+            path = check_inside(out, out / name, final_may_be_link=True)
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
             elif path.exists() or path.is_symlink():
-                path.unlink()
-    out.mkdir(parents=True, exist_ok=True)
+                path.unlink()  # a link: only the link goes
+    else:
+        claim_demo(out)
+
+
+def claim_demo(out: Path) -> None:
+    """Create ``out``, check it is writable and mark it as a demo folder (before anything else is written)."""
+    from echo_dataset.safe_io import claim_output, mark_output
+
+    # links are not scanned for: --overwrite removes the demo's entries (a link there: only the link)
+    claim_output(out, "demo", signatures=_DEMO_ENTRIES, what="demo folder", scan_links=False)
+    mark_output(out, "demo")
 
 
 def _seed_media_store(store_root: Path, media_dir: Path) -> int:
@@ -166,7 +191,7 @@ def _copy_outputs(samples: list[Any], data: Path, outputs: Path) -> list[str]:
 
     notes = []
     for model in DEMO_MODELS:
-        (outputs / model).mkdir(parents=True, exist_ok=True)
+        ensure_dir(outputs, outputs / model)
     for sample in samples:
         if route(sample) not in BENCHMARK_CONFIGS:
             continue
@@ -174,7 +199,7 @@ def _copy_outputs(samples: list[Any], data: Path, outputs: Path) -> list[str]:
         for model in DEMO_MODELS:
             bundled = data / "outputs" / model / f"{root}.png"
             if bundled.is_file():
-                shutil.copyfile(bundled, outputs / model / f"{sample.id}.png")
+                write_bytes(outputs, outputs / model / f"{sample.id}.png", bundled.read_bytes())
             else:
                 notes.append(f"{model} has no output for sample {sample.id} (post x:{root})")
     return notes
@@ -369,9 +394,7 @@ def run_demo(
             notes=notes,
         )
         summary.wall_time_s = round(time.perf_counter() - started, 2)
-        (out / "summary.json").write_text(
-            json.dumps(summary.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
+        write_json(out, out / "summary.json", summary.to_dict(), indent=2, ensure_ascii=False)
         bar.update(1)
     finally:
         bar.close()

@@ -10,11 +10,13 @@ between runs, are kept apart in ``OUT/run_stats.json``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -27,6 +29,15 @@ from echo_builder import __version__
 from echo_builder.errors import ConfigError
 from echo_builder.records import Post, Sample, Tree
 from echo_builder.secrets import redact, redactor
+from echo_dataset.safe_io import (
+    MARKER_FILE,
+    check_inside,
+    claim_output,
+    ensure_dir,
+    mark_output,
+    open_atomic,
+    write_text,
+)
 
 __all__ = ["STAGE_ORDER", "BuildConfig", "BuildResult", "build"]
 
@@ -114,10 +125,10 @@ class BuildResult:
     report: dict[str, Any]
 
 
-def _write_jsonl(path: Path, rows: Sequence[BaseModel | dict[str, Any]]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
+def _write_jsonl(root: Path, path: Path, rows: Sequence[BaseModel | dict[str, Any]]) -> None:
+    """Write one JSON line per row to ``path`` below ``root`` atomically (never through a symbolic link)."""
     clean = redactor()  # stage records keep reply text and errors: no key a server echoed back
-    with open(tmp, "w", encoding="utf-8") as f:
+    with open_atomic(root, path, "w") as f:
         for row in rows:
             line = (
                 row.model_dump_json()
@@ -125,36 +136,103 @@ def _write_jsonl(path: Path, rows: Sequence[BaseModel | dict[str, Any]]) -> None
                 else json.dumps(row, ensure_ascii=False, sort_keys=True)
             )
             f.write(clean(line) + "\n")
-    os.replace(tmp, path)
 
 
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
+def _write_json(path: Path, data: Any, *, root: Path) -> None:
     text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str)
-    tmp.write_text(redact(text) + "\n", encoding="utf-8")  # no key a server echoed back reaches a report
-    os.replace(tmp, path)
+    write_text(root, path, redact(text) + "\n")  # no key a server echoed back reaches a report
 
 
-def _prepare_out(config: BuildConfig) -> Path:
+#: What a folder may hold before a first build writes into it: a seeded media store, a shared call cache.
+SEEDED_ENTRIES = ("media", "cache")
+#: Files that show a build folder written before the marker existed.
+BUILD_SIGNATURES = ("build.json",)  # every build has written it first
+#: Where a rebuild over a finished build writes its stage files until it has finished (then they replace
+#: ``stages/``): a failed rebuild leaves the finished build's files as they were.
+NEXT_DIR = ".echo-bench-next"
+
+
+@dataclass
+class _Folder:
+    """The build folder and how this run writes to it."""
+
+    out: Path
+    stages: Path  # where this run writes its stage files (``OUT/stages`` or the staging folder)
+    created: bool  # the folder did not exist before this run
+    staged: bool  # ``stages`` is the staging folder: commit it at the end
+
+
+def _prepare_out(config: BuildConfig) -> _Folder:
+    """Claim the build folder (see :func:`echo_dataset.safe_io.claim_output`) and decide how to write it.
+
+    - absent, empty, or holding only a seeded ``media/`` or ``cache/``: a new build;
+    - an unfinished build (a run that crashed or failed): a plain rerun with the same settings continues it, as
+      ``--resume`` does (the call cache answers every completed call); one that finished no stage starts over;
+    - a finished build: only ``--resume`` rebuilds it, with the same settings, writing the new stage files aside
+      until the run has finished;
+    - anything else (a folder of other files, another command's output, a link inside): refused, nothing written.
+    """
     out = Path(config.out_dir)
-    stages = out / "stages"
-    if stages.is_dir() and any(stages.iterdir()) and not config.resume:
-        raise ConfigError(
-            f"{out} already holds a build; pass --resume to continue it, or choose another --out"
-        )
+    created = not out.exists()
+    previous = claim_output(
+        out, "build", signatures=BUILD_SIGNATURES, allowed=SEEDED_ENTRIES, what="build folder"
+    )
+    for name in ("stages", "cache", "media", NEXT_DIR, "build.json", "report.json", "README.md"):
+        check_inside(out, out / name)
     settings = _settings(config)
     recorded = out / "build.json"
-    if config.resume and recorded.is_file():
-        previous = json.loads(recorded.read_text(encoding="utf-8"))
-        changed = sorted(k for k in set(settings) | set(previous) if settings.get(k) != previous.get(k))
-        if changed:
+    finished = False
+    if previous is not None:
+        finished = bool(previous.get("complete", (out / REPORT_FILE).is_file()))
+        try:
+            before = json.loads(recorded.read_text(encoding="utf-8")) if recorded.is_file() else None
+        except (OSError, ValueError):
+            before = None
+        changed = (
+            sorted(k for k in set(settings) | set(before) if settings.get(k) != before.get(k))
+            if isinstance(before, dict)
+            else []
+        )
+        has_results = (out / "stages").is_dir() and any((out / "stages").iterdir())
+        if finished and not config.resume:
             raise ConfigError(
-                f"{out} was built with other settings ({', '.join(changed)}); resume with the same options, "
-                "or choose another --out"
+                f"{out} already holds a finished build; pass --resume to rebuild it (completed model calls are "
+                "not repeated), or choose another --out"
             )
-    stages.mkdir(parents=True, exist_ok=True)
-    _write_json(recorded, settings)
-    return out
+        if changed and (finished or has_results):
+            state = "finished" if finished else "unfinished"
+            raise ConfigError(
+                f"{out} holds an {state} build with other settings ({', '.join(changed)}); "
+                + ("resume" if finished else "rerun")
+                + " with the same options, or choose another --out"
+            )
+        if not finished and not config.resume and has_results:
+            warnings.warn(
+                f"{out} holds an unfinished build with the same settings; continuing it as --resume would "
+                "(completed model calls are not repeated)",
+                stacklevel=2,
+            )
+    # a rebuild of a finished build keeps it marked finished: its files stay intact until the rebuild is done
+    mark_output(out, "build", complete=finished)
+    _write_json(recorded, settings, root=out)
+    stages = out / "stages"
+    if finished:
+        stages = out / NEXT_DIR / "stages"
+        if (out / NEXT_DIR).is_dir():
+            shutil.rmtree(out / NEXT_DIR)  # what an earlier failed rebuild left (never a link: checked above)
+    return _Folder(out, stages, created, finished)
+
+
+def _commit(folder: _Folder) -> None:
+    """Move a rebuild's stage files from the staging folder over ``OUT/stages`` (each one atomically)."""
+    if not folder.staged:
+        return
+    final = folder.out / "stages"
+    ensure_dir(folder.out, final)
+    for file in sorted(folder.stages.iterdir()):
+        check_inside(folder.out, final / file.name)
+        os.replace(file, final / file.name)
+    shutil.rmtree(folder.out / NEXT_DIR)
 
 
 def _settings(config: BuildConfig) -> dict[str, Any]:
@@ -218,14 +296,16 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     if config.salt_file is not None:
         _salt(config, None)  # a bad salt file fails before anything is written
     caller = _caller(config)
-    out = _prepare_out(config)
+    folder = _prepare_out(config)
+    out, stages_dir = folder.out, folder.stages
     salt = _salt(config, out)
-    stages_dir = out / "stages"
     cache = None
     if caller is not None:
         from echo_builder.cache import CallCache
 
-        cache = caller.cache = CallCache(config.cache_dir or out / "cache")
+        cache = caller.cache = CallCache(
+            config.cache_dir or out / "cache", root=None if config.cache_dir else out
+        )
     entries: list[dict[str, Any]] = []
     timings: dict[str, float] = {}
     # how this run got its results (downloads vs store hits): run_stats.json only, never the report
@@ -245,14 +325,20 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         problems = [dict(vars(p)) for p in collected.problems]
         errors = [p for p in problems if p.get("level", "error") == "error"]
         if not posts:
-            shutil.rmtree(stages_dir, ignore_errors=True)  # nothing was done: leave no half-made build behind
+            # nothing was written but the marker and build.json: an earlier build's files are intact, and a folder
+            # this run made (holding nothing worth keeping) is removed again
+            if folder.created:
+                for name in (MARKER_FILE, "build.json"):
+                    (out / name).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    out.rmdir()
             detail = "; ".join(_describe(p) for p in errors[:3]) or "no file in a supported format"
             skipped = list(getattr(collected, "skipped_files", []))
             if skipped:
                 detail += f" (skipped: {', '.join(map(str, skipped[:5]))})"
             raise ConfigError(f"no post could be read from {', '.join(map(str, config.sources))}: {detail}")
-        _write_jsonl(stages_dir / "collect.jsonl", posts)
-        _write_jsonl(stages_dir / "collect_problems.jsonl", problems)
+        _write_jsonl(out, stages_dir / "collect.jsonl", posts)
+        _write_jsonl(out, stages_dir / "collect_problems.jsonl", problems)
         finish(
             {
                 "name": "collect",
@@ -269,6 +355,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         started = time.perf_counter()
         queried = run_query(posts, keywords, launch_date=launch)
         _write_jsonl(
+            out,
             stages_dir / "query.jsonl",
             [{"post_id": p.id, "matched": list(queried.matches[p.id])} for p in queried.kept],
         )
@@ -295,7 +382,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
             threshold=config.relevance_threshold,
             progress=_label(config, "relevance"),
         )
-        _write_jsonl(stages_dir / "relevance.jsonl", [vars(s) for s in relevance.scores])
+        _write_jsonl(out, stages_dir / "relevance.jsonl", [vars(s) for s in relevance.scores])
         histogram = {str(k): sum(1 for s in relevance.scores if s.score == k) for k in range(1, 6)}
         finish(
             {
@@ -315,7 +402,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         threads = build_trees(
             relevance.kept, posts, max_depth=config.max_depth, max_size=config.max_tree_size
         )
-        _write_jsonl(stages_dir / "threads.jsonl", threads.trees)
+        _write_jsonl(out, stages_dir / "threads.jsonl", threads.trees)
         finish(
             {
                 "name": "threads",
@@ -338,7 +425,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         extracted = run_extract(
             threads.trees, target_model=config.target_model, caller=caller, progress=_label(config, "extract")
         )
-        _write_jsonl(stages_dir / "extract.jsonl", extracted.samples)
+        _write_jsonl(out, stages_dir / "extract.jsonl", extracted.samples)
         finish(
             {
                 "name": "extract",
@@ -353,12 +440,14 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         )
 
         failures = [*relevance.failures, *extracted.failures]
-        samples, later_failures = _later_stages(config, out, caller, extracted.samples, finish, history)
+        samples, later_failures = _later_stages(
+            config, out, stages_dir, caller, extracted.samples, finish, history
+        )
         failures += later_failures
         # ids must be unique for the dataset: never let a collision fail the write after every paid call
         samples, duplicate_notes = unique_sample_ids(samples)
-        _write_jsonl(stages_dir / "samples.jsonl", samples)
-        _write_jsonl(stages_dir / "failures.jsonl", [vars(f) for f in failures])
+        _write_jsonl(out, stages_dir / "samples.jsonl", samples)
+        _write_jsonl(out, stages_dir / "failures.jsonl", [vars(f) for f in failures])
     finally:
         if cache is not None:
             cache.close()
@@ -392,18 +481,23 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     }
     if duplicate_notes:
         report["duplicate_ids"] = duplicate_notes
-    _write_json(out / REPORT_FILE, report)
+    # the dataset first (its files are all renamed into place together), then the report and the stage files:
+    # until the dataset is written, a rebuild has changed none of a finished build's files
     _write_dataset(config, out, samples, report, salt=salt, identifiers=author_identifiers(posts))
+    _write_json(out / REPORT_FILE, report, root=out)
+    _commit(folder)
     stats: dict[str, Any] = {"wall_time_s": timings, **history}
     if caller is not None:
         stats["model_calls"] = vars(caller.stats)
-    _write_json(out / "run_stats.json", stats)
+    _write_json(out / "run_stats.json", stats, root=out)
+    mark_output(out, "build", complete=True)
     return BuildResult(out, samples, threads.trees, report)
 
 
 def _later_stages(
     config: BuildConfig,
     out: Path,
+    stages_dir: Path,
     caller: Any,
     samples: list[Sample],
     finish: Callable[[dict[str, Any], float], None],
@@ -419,7 +513,6 @@ def _later_stages(
     from echo_builder.stages.templates_screenshots import run_screenshots, run_templates
     from echo_builder.stages.tier import route, run_applicability, run_tier
 
-    stages_dir = out / "stages"
     store_root = Path(config.media_store) if config.media_store else out / "media"
     failures: list[Any] = []
 
@@ -433,7 +526,7 @@ def _later_stages(
         concurrency=config.concurrency,
     )
     failures += media.failures
-    _write_jsonl(stages_dir / "media.jsonl", media.samples)
+    _write_jsonl(out, stages_dir / "media.jsonl", media.samples)
     finish(
         {
             "name": "media",
@@ -451,7 +544,7 @@ def _later_stages(
         started = time.perf_counter()
         done = stage(samples, caller=caller, store_root=store_root, progress=_label(config, name))
         failures += done.failures
-        _write_jsonl(stages_dir / f"{name}.jsonl", done.samples)
+        _write_jsonl(out, stages_dir / f"{name}.jsonl", done.samples)
         finish(
             {
                 "name": name,
@@ -474,7 +567,7 @@ def _later_stages(
         for label in ("Benchmark", "Analysis", "Manual Review", "Discard")
     }
     reasons = {r: sum(1 for t in tiered if t.review == r) for r in ("prompt", "input image", "output image")}
-    _write_jsonl(stages_dir / "tier.jsonl", tiered)
+    _write_jsonl(out, stages_dir / "tier.jsonl", tiered)
     finish(
         {
             "name": "tier",
@@ -492,7 +585,7 @@ def _later_stages(
         tiered, caller=caller, store_root=store_root, progress=_label(config, "applicability")
     )
     failures += flagged.failures
-    _write_jsonl(stages_dir / "applicability.jsonl", flagged.samples)
+    _write_jsonl(out, stages_dir / "applicability.jsonl", flagged.samples)
     configs = {
         c: sum(1 for x in flagged.samples if route(x) == c)
         for c in ("image_to_image", "text_to_image", "analysis")

@@ -7,7 +7,7 @@ to do next.
 
 from __future__ import annotations
 
-__all__ = ["EchoDatasetError", "InvalidHubFolderError", "MissingTokenError", "RowError"]
+__all__ = ["EchoDatasetError", "HubError", "InvalidHubFolderError", "MissingTokenError", "RowError"]
 
 
 class EchoDatasetError(Exception):
@@ -24,3 +24,7 @@ class InvalidHubFolderError(EchoDatasetError, ValueError):
 
 class MissingTokenError(EchoDatasetError, RuntimeError):
     """Publishing needs a Hugging Face token and none was found."""
+
+
+class HubError(EchoDatasetError, RuntimeError):
+    """The Hugging Face Hub could not be reached or refused a request (the message names the host)."""

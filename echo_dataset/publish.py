@@ -7,14 +7,17 @@ pseudonymized handles.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from echo_dataset import CONFIG_NAMES, SPLIT
-from echo_dataset.errors import InvalidHubFolderError, MissingTokenError
+from echo_dataset.errors import EchoDatasetError, HubError, InvalidHubFolderError, MissingTokenError
 from echo_dataset.writer import ECHO_METADATA_KEY
 
 __all__ = ["publish", "upload_patterns", "uses_public_salt", "validate_hub_folder"]
@@ -43,6 +46,12 @@ def validate_hub_folder(folder: str | Path, *, require_pseudonymized: bool = Fal
             f"{str(root)!r} is not a complete ECHO dataset folder: missing {', '.join(problems)}; "
             "write it with echo_dataset.write_hub_folder"
         )
+    for path in [root / "README.md", *(root / c for c in CONFIG_NAMES), *files]:
+        if path.is_symlink():  # a link would upload a file from elsewhere on the machine
+            raise InvalidHubFolderError(
+                f"{path} is a symbolic link; publish uploads only files inside {str(root)!r}, never through a "
+                "link: rewrite the folder with echo_dataset.write_hub_folder"
+            )
     if require_pseudonymized:
         for file in files:
             meta = pq.read_schema(file).metadata or {}
@@ -101,6 +110,8 @@ def publish(
     Raises:
         InvalidHubFolderError: the folder is incomplete or not pseudonymized (before any network work).
         MissingTokenError: no ``api`` and no token (before any network work).
+        HubError: the Hub cannot be reached (unresolvable or unreachable host, TLS failure) or refused a request;
+            the message names the host and the step.
     """
     if pseudonymize is not None:
         warnings.warn(
@@ -122,18 +133,44 @@ def publish(
         from huggingface_hub import HfApi
 
         api = HfApi(token=resolved)
-    api.create_repo(repo_id, repo_type="dataset", exist_ok=True, private=private)
+    with _hub_errors(api, f"creating the dataset repository {repo_id}"):
+        api.create_repo(repo_id, repo_type="dataset", exist_ok=True, private=private)
     # Only the dataset goes up: a build folder also holds stages/*.jsonl with the raw posts and real handles,
     # the call cache and the media store, which must never be published. Shards of an earlier upload that this
     # one does not replace are deleted, so a config never mixes two builds.
-    return api.upload_folder(
-        folder_path=str(folder),
-        repo_id=repo_id,
-        repo_type="dataset",
-        commit_message=commit_message,
-        allow_patterns=upload_patterns(folder),
-        delete_patterns=[f"{config}/*.parquet" for config in CONFIG_NAMES],
-    )
+    with _hub_errors(api, f"uploading {folder} to {repo_id}"):
+        return api.upload_folder(
+            folder_path=str(folder),
+            repo_id=repo_id,
+            repo_type="dataset",
+            commit_message=commit_message,
+            allow_patterns=upload_patterns(folder),
+            delete_patterns=[f"{config}/*.parquet" for config in CONFIG_NAMES],
+        )
+
+
+_NETWORK_MODULES = frozenset({"httpx", "httpx2", "httpcore", "requests", "urllib3", "huggingface_hub", "ssl"})
+
+
+@contextlib.contextmanager
+def _hub_errors(api: Any, step: str) -> Iterator[None]:
+    """Network and Hub failures (an unresolvable or unreachable host, a refused request) as one
+    :class:`HubError` naming the host and the step; the Hub commit is all-or-nothing, so nothing was published."""
+    try:
+        yield
+    except EchoDatasetError:
+        raise
+    except Exception as exc:
+        modules = {c.__module__.split(".")[0] for c in type(exc).__mro__}
+        if not (isinstance(exc, OSError | TimeoutError) or modules & _NETWORK_MODULES):
+            raise
+        endpoint = getattr(api, "endpoint", None) or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+        host = urlsplit(str(endpoint)).hostname or str(endpoint)
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise HubError(
+            f"the Hugging Face Hub at {host} failed while {step}: {reason} ({type(exc).__name__}); nothing was "
+            "published: check the network, HF_ENDPOINT and the token, then run publish again"
+        ) from None
 
 
 def upload_patterns(folder: str | Path) -> list[str]:

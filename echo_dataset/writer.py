@@ -8,6 +8,7 @@ id, no timestamps in any metadata).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from echo_dataset.card import render_card
 from echo_dataset.errors import RowError
 from echo_dataset.features import COLUMNS, IMAGE_COLUMNS, URL_TWINS, features_for
 from echo_dataset.pseudonym import DEFAULT_SALT, pseudonymize
+from echo_dataset.safe_io import open_atomic, remove
 
 __all__ = ["ECHO_METADATA_KEY", "SHARD_NAME", "encode_rows", "load_images", "write_hub_folder"]
 
@@ -118,8 +120,9 @@ def encode_rows(
 
 
 def _write_parquet(
-    rows: list[dict[str, Any]], config: str, path: Path, *, pseudonymized: bool, public_salt: bool
-) -> None:
+    rows: list[dict[str, Any]], config: str, file: Any, *, pseudonymized: bool, public_salt: bool
+) -> int:
+    """Write ``rows`` as Parquet into the open binary ``file``; returns the bytes written."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -127,14 +130,12 @@ def _write_parquet(
     schema = features.arrow_schema
     record = {"pseudonymized": pseudonymized} | ({"public_salt": public_salt} if pseudonymized else {})
     schema = schema.with_metadata({**(schema.metadata or {}), ECHO_METADATA_KEY: json.dumps(record).encode()})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+    with pq.ParquetWriter(file, schema, compression="zstd") as writer:
         # an empty config has no row group at all (datasets cannot read a row group of 0 rows)
         for start in range(0, len(rows), ROW_GROUP_SIZE):
             chunk = [features.encode_example(load_images(r)) for r in rows[start : start + ROW_GROUP_SIZE]]
             writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
-    tmp.replace(path)
+    return int(file.tell())
 
 
 def load_images(row: dict[str, Any]) -> dict[str, Any]:
@@ -191,7 +192,9 @@ def write_hub_folder(
     Args:
         rows_by_config: config name -> rows (see :mod:`echo_dataset.rows`; image columns hold paths relative to
             ``media_root``, or already encoded ``{"bytes", "path"}`` dicts).
-        folder: the output folder (created; stale ``test-*.parquet`` shards of the configs are removed).
+        folder: the output folder (created; stale ``test-*.parquet`` shards of the configs are removed). Every
+            file is written atomically and all are renamed into place together at the end, never through a
+            symbolic link below ``folder``.
         media_root: where image paths are resolved; ``None`` writes URLs only (no image embedded). A missing file,
             or a path that leads outside ``media_root`` (absolute, ``..``), leaves ``None`` in the image list, keeps
             its URL twin and adds a ``media_errors`` entry.
@@ -209,6 +212,12 @@ def write_hub_folder(
 
     Returns:
         The folder.
+
+    Raises:
+        RowError: an unknown config or column, a duplicate id (before anything is written).
+        echo_dataset.safe_io.UnsafeOutputPathError: a path to write is a symbolic link below ``folder``.
+        echo_dataset.safe_io.OutputWriteError: the folder is read-only or the disk is full (the previous files
+            are kept).
     """
     unknown = sorted(set(rows_by_config) - set(CONFIG_NAMES))
     if unknown:
@@ -233,14 +242,22 @@ def write_hub_folder(
         context["collection_window"] = (times[0], times[-1]) if times else None
     counts = {c: len(r) for c, r in encoded.items()}
     render_card(context, counts=counts, template=card_template)  # a template problem fails before any write
+    # Every file is written to a temporary name first and all are renamed into place only once every one is
+    # complete: a failure (full disk, a bad image) leaves the previous dataset exactly as it was. No write goes
+    # through a symbolic link (a planted `<config>/` or README.md link is refused; see echo_dataset.safe_io).
     infos = []
-    for config, rows in encoded.items():
-        for stale in (root / config).glob(f"{SPLIT}-*.parquet"):
-            stale.unlink()
-        shard = root / config / SHARD_NAME
-        _write_parquet(rows, config, shard, pseudonymized=pseudonymize, public_salt=salt == DEFAULT_SALT)
-        if rows:  # a config of no rows is not declared: load_dataset cannot read an empty split
-            infos.append(_dataset_info(config, len(rows), shard.stat().st_size))
-    readme = render_card(context, counts=counts, template=card_template, dataset_info=infos)
-    (root / "README.md").write_text(readme, encoding="utf-8")
+    with contextlib.ExitStack() as commit:
+        for config, rows in encoded.items():
+            file = commit.enter_context(open_atomic(root, root / config / SHARD_NAME, "wb"))
+            size = _write_parquet(
+                rows, config, file, pseudonymized=pseudonymize, public_salt=salt == DEFAULT_SALT
+            )
+            if rows:  # a config of no rows is not declared: load_dataset cannot read an empty split
+                infos.append(_dataset_info(config, len(rows), size))
+        readme = render_card(context, counts=counts, template=card_template, dataset_info=infos)
+        commit.enter_context(open_atomic(root, root / "README.md", "wb")).write(readme.encode("utf-8"))
+    for config in encoded:
+        for stale in sorted((root / config).glob(f"{SPLIT}-*.parquet")):
+            if stale.name != SHARD_NAME:  # an older layout's shards: this write replaces the whole config
+                remove(root, stale)
     return root

@@ -12,6 +12,7 @@ import io
 import json
 import math
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -286,8 +287,19 @@ def test_refuses_a_non_empty_out_and_overwrites_only_its_own_entries(tmp_path):
     refused = _cli("demo", "--out", str(out), "--no-progress")
     assert refused.exit_code == 1 and "--overwrite" in refused.stderr
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    # --overwrite never deletes in a folder that is not a demo's, even one holding names a demo writes
     (out / "summary.json").write_text("{}")
     (out / "metrics").mkdir()
+    (out / "metrics" / "stale.csv").write_text("x")
+    foreign = _cli("demo", "--out", str(out), "--overwrite", "--no-progress")
+    assert foreign.exit_code == 1 and "is not an earlier demo folder" in foreign.stderr, foreign.output
+    assert (out / "metrics" / "stale.csv").read_text() == "x" and (out / "summary.json").read_text() == "{}"
+    # in a demo's folder, only the demo's own entries are replaced
+    shutil.rmtree(out / "metrics")
+    (out / "summary.json").unlink()
+    (out / "notes.txt").unlink()
+    assert _cli("demo", "--out", str(out), "--no-progress").exit_code == 0
+    (out / "notes.txt").write_text("mine")
     (out / "metrics" / "stale.csv").write_text("x")
     done = _cli("demo", "--out", str(out), "--overwrite", "--no-progress")
     assert done.exit_code == 0, done.output

@@ -23,7 +23,7 @@ import math
 import numbers
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -45,7 +45,7 @@ from echo_builder.backends.base import (
     TextPart,
     run_sync,
 )
-from echo_builder.cache import CallCache, call_key
+from echo_builder.cache import CacheWriteError, CallCache, call_key
 from echo_builder.errors import BackendError, ConfigError, RetryableBackendError, StructuredOutputError
 from echo_builder.secrets import get_logger, redact
 from echo_builder.structured import parse_structured, reask_message
@@ -66,6 +66,7 @@ M = TypeVar("M", bound=BaseModel)
 MAX_TIMEOUT_S = 86_400.0
 #: Most calls in flight (or batch size of a local model) one caller accepts.
 MAX_CONCURRENCY = 1024
+T = TypeVar("T")
 
 
 class RetryPolicy(BaseModel):
@@ -96,6 +97,16 @@ class RetryPolicy(BaseModel):
         if retry_after_s is not None:
             wait = max(wait, retry_after_s)
         return min(wait, self.max_backoff_s)
+
+
+async def gather_all(awaitables: Iterable[Awaitable[T]]) -> list[T]:
+    """``asyncio.gather`` that lets every awaitable finish before raising the first exception: a call in flight
+    when another fails (e.g. its reply could not be stored) still completes and stores its reply."""
+    outcomes = await asyncio.gather(*awaitables, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return list(outcomes)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -240,6 +251,7 @@ class ModelCaller:
         check_call_limits(concurrency=concurrency, timeout_s=timeout_s)
         self.backend = backend
         self.cache = cache
+        self._halted: BaseException | None = None  # a storage failure: no further call is sent
         self.concurrency = concurrency
         self.timeout_s = timeout_s
         self.retry = retry or RetryPolicy()
@@ -295,6 +307,15 @@ class ModelCaller:
         self.stats.input_tokens += reply.usage.input_tokens or 0
         self.stats.output_tokens += reply.usage.output_tokens or 0
         if self.cache is not None:
+            try:
+                self._put(request, key, reply)
+            except CacheWriteError as exc:
+                # the disk is full or read-only: send no further call (its reply could not be kept either)
+                self._halted = exc
+                raise
+
+    def _put(self, request: CallRequest, key: str, reply: Reply) -> None:
+        if self.cache is not None:
             self.cache.put(
                 key,
                 reply.model_dump(mode="json"),
@@ -313,6 +334,8 @@ class ModelCaller:
 
     async def _attempt(self, request: CallRequest) -> Reply:
         async with self._semaphore():
+            if self._halted is not None:
+                raise self._halted
             self.stats.attempts += 1
             self.stats.in_flight += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
@@ -431,7 +454,9 @@ class ModelCaller:
                 async def one(key: str, request: CallRequest, slots: list[int]) -> None:
                     place(slots, await self._with_retries(request, key))
 
-                await asyncio.gather(*(one(k, r, slots) for k, r, slots in todo))
+                # every call in flight finishes (and its reply is stored) before an error is raised: a reply that
+                # was paid for is never dropped because another call's write failed
+                await gather_all(one(k, r, slots) for k, r, slots in todo)
         finally:
             bar.close()
             if self.cache is not None:
@@ -510,10 +535,8 @@ class ModelCaller:
     ) -> list[StructuredResult[M]]:
         """:meth:`acall_structured` for many requests: first answers in one concurrent pass, re-asks in a second."""
         firsts = await self.acall_many(requests, progress=progress)
-        return list(
-            await asyncio.gather(
-                *(self._finish_structured(r, f, schema, reask) for r, f in zip(requests, firsts, strict=True))
-            )
+        return await gather_all(
+            self._finish_structured(r, f, schema, reask) for r, f in zip(requests, firsts, strict=True)
         )
 
     def call_structured_many(

@@ -14,12 +14,13 @@ __all__ = ["demo"]
     required=True,
     type=click.Path(file_okay=False),
     help="Folder to write (absent or empty): posts/ (the bundled export), benchmark/, outputs/, metrics/, "
-    "summary.json.",
+    "summary.json, and .echo-bench.json (marks it as a demo folder).",
 )
 @click.option(
     "--overwrite",
     is_flag=True,
-    help="Replace a previous demo in OUT (only the demo's own entries; other files are kept).",
+    help="Replace a previous demo in OUT (only in a demo folder, only the demo's own entries; other files are "
+    "kept).",
 )
 @click.option(
     "--dino-weights",

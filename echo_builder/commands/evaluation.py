@@ -413,6 +413,10 @@ def leaderboard(
                 click.echo(f"example votes: {votes}\n")
         board = leaderboard_from_votes(votes, models=models, n_boot=n_boot, seed=seed)
         plots = Path(plots_dir) if plots_dir else None
+    if plots is not None and not plots_dir:  # RUN/plots: inside the run folder, never through a link there
+        from echo_dataset.safe_io import check_inside
+
+        check_inside(run, plots)  # type: ignore[arg-type]
     _print_table(board, fmt)
     if plots is not None:
         written = board.write_plots(plots)

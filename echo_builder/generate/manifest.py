@@ -146,8 +146,19 @@ class ShardWriter:
     """Appends records to ``manifest.rank<rank>.jsonl``, one flushed line per call (safe against a crash)."""
 
     def __init__(self, model_dir: str | Path, rank: int) -> None:
+        from echo_dataset.safe_io import OutputWriteError, UnsafeOutputPathError, describe_os_error
+
         self.path = Path(model_dir) / f"manifest.rank{rank}.jsonl"
-        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        try:  # never appended through a symbolic link planted at the shard's name
+            fd = os.open(self.path, flags, 0o644)
+        except OSError as exc:
+            if self.path.is_symlink():
+                raise UnsafeOutputPathError(
+                    f"{self.path} is a symbolic link; echo-bench never writes through a link: remove it"
+                ) from None
+            raise OutputWriteError(describe_os_error(exc, self.path)) from None
+        self._file: IO[str] | None = os.fdopen(fd, "a", encoding="utf-8")
 
     def write(self, entry: Mapping[str, Any]) -> None:
         """Append one JSON line and flush it to the operating system."""
@@ -198,10 +209,12 @@ def write_manifest(
         "counts": dict(sorted(Counter(r.get("status", "error") for r in samples.values()).items())),
         "samples": samples,
     }
-    path = model_dir / MANIFEST_FILE
-    tmp = path.with_name(f".{MANIFEST_FILE}.tmp-{os.getpid()}")
-    tmp.write_text(redact(json.dumps(manifest, indent=1, ensure_ascii=False)) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    from echo_dataset.safe_io import write_text
+
+    # atomically, and never through a link planted at the manifest's (or its temporary file's) name
+    write_text(
+        model_dir, model_dir / MANIFEST_FILE, redact(json.dumps(manifest, indent=1, ensure_ascii=False)) + "\n"
+    )
     for shard in shards:
         shard.unlink(missing_ok=True)
     return manifest

@@ -40,13 +40,23 @@ from echo_builder.generate import create_generator
 from echo_builder.generate.base import GenerationRequest, GenerationResult, Generator, derive_seed, png_bytes
 from echo_builder.generate.distributed import Processes, processes
 from echo_builder.generate.manifest import (
+    MANIFEST_FILE,
     ShardWriter,
     read_manifest,
     read_records,
     read_run_headers,
+    shard_files,
     write_manifest,
 )
 from echo_builder.secrets import get_logger, redact
+from echo_dataset.safe_io import (
+    OutputFolderError,
+    OutputWriteError,
+    check_inside,
+    refuse_links,
+    remove,
+    write_bytes,
+)
 
 __all__ = ["SEED_POLICY", "GenerationRunResult", "check_file_name", "run_generation"]
 
@@ -100,6 +110,22 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _check_folder(out_dir: Path, model_dir: Path) -> None:
+    """``model_dir`` lies inside ``out_dir`` through no symbolic link, and is absent, empty or a generate run's
+    folder (``manifest.json`` or its shards): generate never overwrites images it did not make."""
+    check_inside(out_dir, model_dir)
+    if not model_dir.is_dir():
+        return
+    refuse_links(model_dir)  # no manifest, shard or image is read, appended or replaced through a link
+    entries = [p.name for p in model_dir.iterdir() if not p.name.startswith(".")]
+    if entries and MANIFEST_FILE not in entries and not shard_files(model_dir):
+        shown = ", ".join(sorted(entries)[:5]) + (", ..." if len(entries) > 5 else "")
+        raise OutputFolderError(
+            f"{model_dir} is not empty and holds no generation manifest (it holds {shown}): these are not outputs "
+            "of `echo-bench generate`, which never overwrites files it did not write. Use another --name or --out."
+        )
+
+
 def _check_writable(model_dir: Path) -> None:
     """Create ``model_dir`` and a file in it, then remove what was created: a model that then fails to load
     leaves no empty model folder behind (``judge`` would count it as a model with every output missing)."""
@@ -107,7 +133,7 @@ def _check_writable(model_dir: Path) -> None:
     try:
         model_dir.mkdir(parents=True, exist_ok=True)
         probe = model_dir / f".write-probe-{os.getpid()}"
-        probe.write_bytes(b"")
+        write_bytes(model_dir, probe, b"")
         probe.unlink()
     except OSError as exc:
         reason = exc.strerror or str(exc)
@@ -261,16 +287,10 @@ def _finish(
         except ImageError as exc:
             record.update(status="error", message=f"the generator returned an unreadable image: {exc}")
         else:
-            tmp = model_dir / f".{request.sample_id}.png.tmp-{os.getpid()}"
-            try:
-                tmp.write_bytes(data)
-                os.replace(tmp, path)
-            except OSError as exc:
-                tmp.unlink(missing_ok=True)
-                raise ConfigError(
-                    f"cannot write {path} ({exc.strerror or exc}); the outputs and records written so far "
-                    "are kept"
-                ) from None
+            try:  # atomically (a temporary file, then a rename), never through a link planted at the path
+                write_bytes(model_dir, path, data)
+            except OutputWriteError as exc:
+                raise ConfigError(f"{exc}; the outputs and records written so far are kept") from None
             record.update(
                 file=path.name,
                 bytes=len(data),
@@ -345,6 +365,7 @@ def run_generation(
     model_dir = Path(out_dir) / name
     procs = processes()
     if procs.is_main:  # one prober: another process's probe could see the folder vanish under it
+        _check_folder(Path(out_dir), model_dir)
         _check_writable(model_dir)
     identity = {"model_spec": generator.spec, "seed": int(seed), "parameters": generator.output_parameters()}
     manifest = read_manifest(model_dir)
@@ -392,7 +413,7 @@ def run_generation(
                 for row in batch:
                     stale = model_dir / f"{row['id']}.png"
                     if stale.exists() and not _output_ok(stale, {}):
-                        stale.unlink()  # a file that does not decode holds nothing to keep
+                        remove(model_dir, stale)  # a file that does not decode holds nothing to keep
                     images, problem = _input_images(row, benchmark)
                     request = GenerationRequest(
                         row["id"], str(row.get("prompt") or ""), images, derive_seed(seed, row["id"])

@@ -13,7 +13,6 @@ reason; none becomes a score.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from collections.abc import Sequence
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from echo_builder.backends.base import GenerationParams, ImagePart, Message, TextPart, run_sync
-from echo_builder.backends.caller import CallRequest, CallResult, ModelCaller
+from echo_builder.backends.caller import CallRequest, CallResult, ModelCaller, gather_all
 from echo_builder.errors import BackendError, ConfigError, ImageError
 from echo_builder.judge.images import prepare_for_judge
 from echo_builder.judge.parsing import parse_preference, parse_rating
@@ -345,7 +344,7 @@ class Judge:
                 **base, rating=rating, confidence=min(1.0, confidence), judge_snapshot=scores.model_snapshot
             )
 
-        return list(await asyncio.gather(*(one(item) for item in items)))
+        return await gather_all(one(item) for item in items)  # a failed cache write drops no other reply
 
     def probability(
         self, items: Sequence[JudgeItem], *, scale: Literal["digits", "trig"] = "digits"

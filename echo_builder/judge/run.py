@@ -32,6 +32,7 @@ from echo_builder.judge.judging import Judge, JudgeItem
 from echo_builder.judge.prompts import PAIRWISE, PROBABILITY_DIGITS, PROBABILITY_TRIG, SINGLE
 from echo_builder.records import Verdict
 from echo_builder.secrets import get_logger, redact
+from echo_dataset.safe_io import check_inside, claim_output, mark_output, open_atomic, write_text
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -75,15 +76,18 @@ def discover_outputs(outputs_dir: str | Path) -> dict[str, dict[str, Path]]:
     return found
 
 
-def write_verdicts(verdicts: Sequence[Verdict], path: str | Path) -> None:
-    """Write verdicts as Parquet atomically (temp file, then rename), so a crash never leaves half a file."""
+def write_verdicts(verdicts: Sequence[Verdict], path: str | Path, *, root: str | Path | None = None) -> None:
+    """Write verdicts as Parquet atomically (temp file, then rename), so a crash never leaves half a file.
+
+    ``root`` is the folder the file must stay in (default: the file's own folder): no symbolic link below it is
+    followed (see :mod:`echo_dataset.safe_io`).
+    """
     import pandas as pd
 
     path = Path(path)
     frame = pd.DataFrame([v.model_dump(mode="json") for v in verdicts], columns=list(Verdict.model_fields))
-    tmp = path.with_suffix(".parquet.tmp")
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+    with open_atomic(path.parent if root is None else root, path) as f:
+        frame.to_parquet(f, index=False)
 
 
 def read_verdicts(path: str | Path) -> list[Verdict]:
@@ -184,10 +188,10 @@ def run_judging(
     }
     out = Path(out_dir)
     previous = out / RUN_FILE
-    if previous.is_file():
+    if previous.is_file() and not previous.is_symlink():
         try:
             previous_mode = json.loads(previous.read_text()).get("mode")
-        except (OSError, json.JSONDecodeError):
+        except (OSError, ValueError, AttributeError):
             previous_mode = None
         if previous_mode not in (None, mode):
             raise ConfigError(
@@ -196,8 +200,15 @@ def run_judging(
     # limits and backends are checked first: a bad number, spec, option or missing key fails before anything is written
     check_call_limits(concurrency=concurrency, timeout_s=timeout_s, max_attempts=max_attempts)
     backends = {spec: create_backend(spec, **(judge_options or {}).get(spec, {})) for spec in judges}
-    out.mkdir(parents=True, exist_ok=True)
-    cache = CallCache(cache_dir or out / "cache")
+    # RUN is new or empty, or an earlier judge run (a rerun resumes it from the cache); never a folder of other
+    # files, and no path written below it may be a symbolic link
+    claim_output(
+        out, "judge", signatures=((RUN_FILE, VERDICTS_FILE), "cache/calls.sqlite"), what="judge run folder"
+    )
+    for name in (RUN_FILE, VERDICTS_FILE, "cache", "plots"):
+        check_inside(out, out / name)
+    mark_output(out, "judge")
+    cache = CallCache(cache_dir or out / "cache", root=None if cache_dir else out)
     from echo_builder.generate.manifest import generation_failures
 
     # `echo-bench generate` records why an output is missing (refused, nsfw, error); show that reason
@@ -248,7 +259,7 @@ def run_judging(
     if int(os.environ.get("RANK", "0")) != 0:
         # under `accelerate launch` every process holds all verdicts (gathered in order); rank 0 writes them
         return JudgeRunResult(out, verdicts, {})
-    write_verdicts(verdicts, out / VERDICTS_FILE)
+    write_verdicts(verdicts, out / VERDICTS_FILE, root=out)
     probability = PROBABILITY_DIGITS if probability_scale == "digits" else PROBABILITY_TRIG
     prompt = {"single": SINGLE, "pairwise": PAIRWISE, "probability": probability}[mode]
     summary = {
@@ -279,7 +290,7 @@ def run_judging(
         "statuses": dict(Counter(v.status for v in verdicts)),
         "wall_time_s": round(time.time() - started, 3),
     }
-    (out / RUN_FILE).write_text(redact(json.dumps(summary, indent=2, sort_keys=True)) + "\n")
+    write_text(out, out / RUN_FILE, redact(json.dumps(summary, indent=2, sort_keys=True)) + "\n")
     # One outputs folder often serves several configs: only ids that no config of the benchmark holds are news
     # (a renamed file, another benchmark's outputs); the count of all ignored files stays in run.json.
     elsewhere = _ids_of_other_configs(benchmark, config) if stray else set()

@@ -36,6 +36,15 @@ from echo_builder.errors import ConfigError, EchoError
 from echo_builder.ids import safe_file_name
 from echo_builder.scoring.base import METRIC_SPECS, MetricResult
 from echo_builder.secrets import get_logger
+from echo_dataset.safe_io import (
+    check_inside,
+    claim_output,
+    ensure_dir,
+    mark_output,
+    open_atomic,
+    write_json,
+    write_text,
+)
 
 __all__ = ["APPLICABILITY_FLAG", "METRIC_NAMES", "MetricsRunResult", "run_metrics"]
 
@@ -163,7 +172,17 @@ def run_metrics(
     # `echo-bench generate` records why an output is missing (refused, nsfw, error); the NaN reason shows it
     failures = {model: generation_failures(Path(outputs_dir) / model) for model in outputs}
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    # OUT is new or empty, or an earlier metrics run (rerun: its files are replaced, each atomically); never a
+    # folder of other files, and nothing is written through a symbolic link below it
+    claim_output(
+        out,
+        "metrics",
+        signatures=(("summary.json", "metrics.parquet"), ("summary.json", "metrics.csv")),
+        what="metrics folder",
+    )
+    for name in ("metrics.parquet", "metrics.csv", "summary.csv", "summary.json", "color_swatches", "cache"):
+        check_inside(out, out / name)
+    mark_output(out, "metrics")
     rows: list[dict[str, Any]] = []
     unavailable: dict[str, str] = {}
     for name in names:
@@ -186,9 +205,10 @@ def run_metrics(
                 break
     frame = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     if table_format == "csv":
-        frame.to_csv(out / "metrics.csv", index=False)
+        write_text(out, out / "metrics.csv", frame.to_csv(index=False))
     else:
-        frame.astype({"detail": str}).to_parquet(out / "metrics.parquet", index=False)
+        with open_atomic(out, out / "metrics.parquet") as f:
+            frame.astype({"detail": str}).to_parquet(f, index=False)
     summary = _summary(frame)
     pooled: dict[str, Any] = {}
     if "color_shift" in names and "color_shift" not in unavailable:
@@ -206,13 +226,12 @@ def run_metrics(
             " ".join("nan" if d is None else f"{d:g}" for d in v) if isinstance(v, list) else None
             for v in table["pooled_deltas"]
         ]
-    table.to_csv(out / "summary.csv", index=False)
-    (out / "summary.json").write_text(
-        json.dumps({"summary": summary, "unavailable": unavailable, "unmatched_outputs": unmatched}, indent=2)
-        + "\n"
+    write_text(out, out / "summary.csv", table.to_csv(index=False))
+    write_json(
+        out, out / "summary.json", {"summary": summary, "unavailable": unavailable, "unmatched_outputs": unmatched}
     )
     if pooled:
-        _swatches(pooled, out / "color_swatches")
+        _swatches(pooled, out / "color_swatches", root=out)
     return MetricsRunResult(out, rows, summary, unavailable, unmatched)
 
 
@@ -398,12 +417,12 @@ def _pooled_fields(pooled: Any) -> dict[str, Any]:
     }
 
 
-def _swatches(pooled_by_model: dict[str, Any], folder: Path) -> None:
+def _swatches(pooled_by_model: dict[str, Any], folder: Path, *, root: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
-    folder.mkdir(parents=True, exist_ok=True)
+    ensure_dir(root, folder)
     for model, pooled in pooled_by_model.items():
         if not pooled.n_images:
             continue
@@ -432,4 +451,5 @@ def _swatches(pooled_by_model: dict[str, Any], folder: Path) -> None:
             fontsize=9,
             parse_math=False,
         )
-        fig.savefig(folder / safe_file_name(model, ".png"), dpi=120, bbox_inches="tight")
+        with open_atomic(root, folder / safe_file_name(model, ".png")) as f:
+            fig.savefig(f, format="png", dpi=120, bbox_inches="tight")

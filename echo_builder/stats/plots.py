@@ -34,9 +34,12 @@ def _figure(width: float, height: float):
 
 
 def _save(fig, path: str | Path) -> Path:
+    """Save ``fig`` as PNG atomically, never through a symbolic link at ``path`` (see echo_dataset.safe_io)."""
+    from echo_dataset.safe_io import open_atomic
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", bbox_inches="tight")
+    with open_atomic(path.parent, path) as f:
+        fig.savefig(f, format="png", bbox_inches="tight")
     return path
 
 
