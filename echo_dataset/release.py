@@ -115,9 +115,9 @@ def _collect(value: Any, out: list[dict[str, str]], depth: int) -> None:
             out.append({"post_url": "", "feedback": value.strip()})
         return
     if isinstance(value, Mapping):
-        text = next((value[k] for k in _TEXT_KEYS if value.get(k) not in (None, "")), None)
         url = next((value[k] for k in _URL_KEYS if isinstance(value.get(k), str) and value.get(k)), "")
-        if text is not None:
+        if any(k in value for k in _TEXT_KEYS):  # one reply record (its text may be empty: kept as it is)
+            text = next((value[k] for k in _TEXT_KEYS if value.get(k) not in (None, "")), "")
             out.append({"post_url": str(url), "feedback": text if isinstance(text, str) else str(text)})
         else:  # e.g. {"<post url>": "text"} or {"1": "text"}: every value, keys as URLs where they are URLs
             for key, item in value.items():

@@ -116,8 +116,8 @@ def make_release(tmp: Path) -> dict[str, Path]:
     (assignments / "image_to_image.json").write_text(
         json.dumps(
             {
-                "No Color Shift": [I_RED, I_BLUE, I_MISSING],
-                "Spatial Position Preservation": [I_RED],
+                "No Color Shift": [I_RED, I_MISSING],
+                "Spatial Position Preservation": [I_RED, I_BLUE],
                 "Face Identity Preservation": [I_MISSING],
             }
         )
