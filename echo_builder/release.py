@@ -158,10 +158,11 @@ def _hub_offline() -> bool:
 
 
 def read_release(
-    source: str, revision: str | None = None
+    source: str, revision: str | None = None, *, cache_dir: str | Path | None = None
 ) -> tuple[dict[str, list[dict[str, Any]]], str | None]:
     """Rows per config of the release at ``source`` (a local folder in the Hub layout, or a Hub id), and the
-    Hub revision (commit) when known.
+    Hub revision (commit) when known. ``cache_dir``: where ``datasets`` caches a Hub download (default: the
+    Hugging Face cache).
 
     Raises:
         ConfigError: no such folder and not a loadable Hub id (offline, unknown, unreachable), or no config found;
@@ -211,7 +212,13 @@ def read_release(
     rows = {}
     for config in (c for c in CONFIG_NAMES if c in names):
         try:
-            data = datasets.load_dataset(str(source), config, split=SPLIT, revision=revision)
+            data = datasets.load_dataset(
+                str(source),
+                config,
+                split=SPLIT,
+                revision=revision,
+                cache_dir=str(cache_dir) if cache_dir is not None else None,
+            )
             for column, feature in data.features.items():
                 if isinstance(feature, datasets.Image):
                     data = data.cast_column(column, datasets.Image(decode=False))
@@ -241,6 +248,15 @@ def _metric_column(name: Any) -> str | None:
     if words in ASSIGNMENT_METRICS:
         return ASSIGNMENT_METRICS[words]
     return words.replace(" ", "_") if words.replace(" ", "_") in _FLAGS else None
+
+
+def _listed(value: Any) -> list[Any]:
+    """A JSON value as a list of names or ids: a list as it is, a string or number as one item, else none."""
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, (str, int)) and not isinstance(v, bool)]
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return [value]
+    return []
 
 
 def read_assignments(folder: str | Path) -> tuple[dict[str, set[str]], list[str]]:
@@ -282,9 +298,8 @@ def read_assignments(folder: str | Path) -> tuple[dict[str, set[str]], list[str]
         if isinstance(data, list):
             for record in data:
                 if isinstance(record, Mapping) and "id" in record:
-                    metrics = record.get("metrics", record.get("metric", []))
                     applies.setdefault(str(record["id"]), set())
-                    for m in [metrics] if isinstance(metrics, str) else metrics or []:
+                    for m in _listed(record.get("metrics", record.get("metric"))):
                         add(record["id"], m)
             continue
         if not isinstance(data, Mapping):
@@ -295,7 +310,7 @@ def read_assignments(folder: str | Path) -> tuple[dict[str, set[str]], list[str]
                     for sample_id, flag in value.items():
                         add(sample_id, key, flag)
                 else:
-                    for sample_id in [value] if isinstance(value, str) else value or []:
+                    for sample_id in _listed(value):
                         add(sample_id, key)
             else:  # {id: [metrics]} / {id: metric} / {id: {metric: bool}}
                 applies.setdefault(str(key), set())
@@ -303,7 +318,7 @@ def read_assignments(folder: str | Path) -> tuple[dict[str, set[str]], list[str]
                     for metric, flag in value.items():
                         add(key, metric, flag)
                 else:
-                    for metric in [value] if isinstance(value, str) else value or []:
+                    for metric in _listed(value):
                         add(key, metric)
     return applies, sorted(unknown)
 
@@ -490,7 +505,8 @@ def import_release(
     _check_out(out, str(source), images_root)
     policy = MediaPolicy.from_entries(media_allow)
     flags_by_id, unknown_metrics = read_assignments(assignments) if assignments is not None else ({}, [])
-    raw, revision = read_release(str(source), revision)
+    # a Hub download is cached inside OUT (OUT/.hf-cache; publish uploads only the dataset's files)
+    raw, revision = read_release(str(source), revision, cache_dir=out / ".hf-cache")
     report = ImportReport(source=str(source), revision=revision, out_dir=str(out))
     say = on_progress or (lambda message: None)
 

@@ -398,3 +398,65 @@ def test_assignment_files_in_other_shapes(tmp_path):
         "id6": set(),
     }
     assert unknown == ["Sharpness"]
+
+
+@pytest.fixture
+def hub_release(release, monkeypatch):
+    """``datasets`` / ``huggingface_hub`` answer for ``echo-bench/echo2025`` from the local release folder (the Hub
+    mocked at its boundary; nothing leaves the machine)."""
+    import datasets
+    import huggingface_hub
+
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    folder, real_load = release["release"], datasets.load_dataset
+
+    def load_dataset(path, name=None, split=None, revision=None, cache_dir=None, **kwargs):
+        assert path == "echo-bench/echo2025" and revision in (None, "main")
+        files = sorted(str(f) for f in (folder / name).glob("test-*.parquet"))
+        return real_load("parquet", data_files={"test": files}, split=split, cache_dir=cache_dir)
+
+    class Info:
+        sha = "0123456789abcdef0123456789abcdef01234567"
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    monkeypatch.setattr(
+        datasets, "get_dataset_config_names", lambda path, **kw: sorted(p.name for p in folder.iterdir())
+    )
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", lambda self, repo_id, **kw: Info())
+    return release
+
+
+def test_a_hub_id_is_imported_with_its_revision_in_the_card(hub_release, tmp_path):
+    out = tmp_path / "bench"
+    _cli("import", "echo2025", "--out", str(out), "--images", str(hub_release["images"]), "--offline")
+    assert set(_rows(out, "image_to_image")) == set(I2I)
+    record = json.loads((out / "import.json").read_text())
+    assert record["source"] == "echo-bench/echo2025"
+    assert record["revision"] == "0123456789abcdef0123456789abcdef01234567"
+    card = (out / "README.md").read_text()
+    assert "`echo-bench/echo2025` at revision `0123456789abcdef0123456789abcdef01234567`" in card
+
+
+def test_an_unimported_hub_release_is_refused_by_the_loader(hub_release):
+    from echo_dataset.loading import UnimportedReleaseError, load_config, read_config
+
+    for read in (read_config, load_config):
+        with pytest.raises(UnimportedReleaseError, match="echo-bench import echo2025 echo-bench/echo2025"):
+            read("echo-bench/echo2025", "image_to_image")
+
+
+def test_assignment_files_of_unexpected_shapes_are_read_leniently(tmp_path):
+    from echo_builder.errors import ConfigError
+    from echo_builder.release import read_assignments
+
+    (tmp_path / "a.json").write_text(
+        json.dumps({"No Color Shift": 5, "id1": None, "id2": {"Text Rendering": "yes"}})
+    )
+    (tmp_path / "b.json").write_text(json.dumps([1, "x", {"id": "id3", "metrics": {"odd": 1}}]))
+    applies, unknown = read_assignments(tmp_path)
+    assert applies == {"5": {"no_color_shift"}, "id1": set(), "id2": {"text_rendering"}, "id3": set()}
+    assert unknown == []
+    (tmp_path / "c.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="c.json"):
+        read_assignments(tmp_path)
