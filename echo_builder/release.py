@@ -543,12 +543,15 @@ def import_release(
             box_column = next((c for c in BOX_COLUMNS if c in row), None)
             if box_column is not None:
                 parsed, form = parse_cell(row.get(box_column))
-                boxes = boxes_per_image(parsed) if form != "prose" else None
+                dropped: list[str] = []
+                boxes = boxes_per_image(parsed, dropped) if form != "prose" else None
                 if boxes is None:
                     report.problem(box_column, "unreadable")
                     boxes = {}
                 elif form == "python":
                     report.problem(box_column, "python repr")
+                for _ in dropped:
+                    report.problem(box_column, "unreadable box")
                 if boxes:
                     boxes_of[sample_id] = boxes
             flags = flags_by_id.get(sample_id)

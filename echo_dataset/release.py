@@ -209,8 +209,9 @@ def _box(value: Any) -> tuple[float, float, float, float] | None:
     return numbers[0], numbers[1], numbers[2], numbers[3]  # type: ignore[return-value]
 
 
-def _box_list(value: Any) -> list[tuple[float, float, float, float]] | None:
-    """One box or a list of boxes as a list; ``None`` when any part is unreadable."""
+def _box_list(value: Any, dropped: list[str]) -> list[tuple[float, float, float, float]] | None:
+    """One box or a list of boxes as a list; unreadable items of a list are left out (and noted in ``dropped``);
+    ``None`` when nothing in it is a box."""
     if value is None:
         return []
     single = _box(value)
@@ -219,44 +220,53 @@ def _box_list(value: Any) -> list[tuple[float, float, float, float]] | None:
     items = _as_list(value)
     if items is None:
         return None
-    boxes = [_box(v) for v in items]
-    return None if any(b is None for b in boxes) else boxes  # type: ignore[return-value]
+    boxes = [b for b in (_box(v) for v in items) if b is not None]
+    if items and not boxes:
+        return None
+    dropped.extend(repr(v)[:80] for v in items if _box(v) is None)
+    return boxes
 
 
-def boxes_per_image(parsed: Any) -> dict[int, list[tuple[float, float, float, float]]] | None:
+def boxes_per_image(
+    parsed: Any, dropped: list[str] | None = None
+) -> dict[int, list[tuple[float, float, float, float]]] | None:
     """Screenshot boxes per input image (``k`` from 1, in column order) from a parsed box cell.
 
     Forms read: one box (four numbers or ``{x1, y1, x2, y2}``) or a list of boxes (all of input 1, the
     screenshot); a list of such lists (one per input image); a dict whose keys end in the image number
     (``input_1``, ``"2"``) or, failing that, whose values are taken in order. Boxes are ``[x1, y1, x2, y2]``
-    pixels of the original image. ``{}`` for an empty cell; ``None`` when the cell cannot be read as boxes.
+    pixels of the original image; a coordinate that is not a finite number makes its box unreadable: it is left
+    out and noted in ``dropped`` (when given). ``{}`` for an empty cell; ``None`` when nothing in the cell can be
+    read as a box.
     """
+    notes: list[str] = [] if dropped is None else dropped
     if parsed is None:
         return {}
-    flat = _box_list(parsed)
-    if flat is not None:
+    start = len(notes)
+    flat = _box_list(parsed, notes)
+    if flat is not None and (flat or not _as_list(parsed)):
         return {1: flat} if flat else {}
+    del notes[start:]  # not a flat list of boxes: read again as one group per image
+    groups: list[tuple[int, Any]]
     if isinstance(parsed, Mapping):
-        out: dict[int, list[tuple[float, float, float, float]]] = {}
+        groups = []
         for position, (key, value) in enumerate(parsed.items(), start=1):
             match = re.search(r"(\d+)\s*$", str(key))
-            boxes = _box_list(value)
-            if boxes is None:
-                return None
-            k = int(match.group(1)) if match else position
-            out.setdefault(k, []).extend(boxes)
-        return {k: v for k, v in out.items() if v}
-    items = _as_list(parsed)
-    if items is None:
-        return None
-    out = {}
-    for k, value in enumerate(items, start=1):
-        boxes = _box_list(value)
-        if boxes is None:
+            groups.append((int(match.group(1)) if match else position, value))
+    else:
+        items = _as_list(parsed)
+        if items is None:
             return None
+        groups = list(enumerate(items, start=1))
+    out: dict[int, list[tuple[float, float, float, float]]] = {}
+    for k, value in groups:
+        boxes = _box_list(value, notes)
+        if boxes is None:
+            notes.append(repr(value)[:80])
+            continue
         if boxes:
-            out[k] = boxes
-    return out
+            out.setdefault(k, []).extend(boxes)
+    return out if out or not groups else None
 
 
 def release_schema_reason(schema: Any) -> str | None:
