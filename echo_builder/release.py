@@ -723,7 +723,7 @@ def _write(
     context = {
         "pretty_name": "ECHO 2025 (official release, imported)",
         "description": description,
-        "target_model": "GPT-4o image generation (ECHO 2025)",
+        "target_model": "as in the source release",
         "backend": None,
         "license_note": (
             f"As stated by the source release {report.source}; the posts, prompts and images remain their authors'. "

@@ -147,7 +147,8 @@ def token_url(token: Any, template: str = MEDIA_URL_TEMPLATE) -> str | None:
     match = _MEDIA_ID.fullmatch(text) or _MEDIA_FILE.fullmatch(text)
     if match is None:
         return None
-    return template.format(media_id=match.group(1) if match.re is _MEDIA_FILE else text)
+    # replace, not str.format: other braces in a user's template are kept as they are
+    return template.replace("{media_id}", match.group(1) if match.re is _MEDIA_FILE else text)
 
 
 def token_list(value: Any) -> tuple[list[Any], str]:

@@ -143,6 +143,7 @@ def test_a_media_id_token_is_the_pbs_twimg_url_and_a_url_token_is_kept():
     assert token_url(BLUE_URL) == BLUE_URL
     for bad in ("", "../etc/passwd", "two words", None, "/abs/path.png"):
         assert token_url(bad) is None
+    assert token_url("GnXyz12AbC", "http://m/{x}/{media_id}") == "http://m/{x}/GnXyz12AbC"
 
 
 # ------------------------------------------------------------------------------------------------ import
