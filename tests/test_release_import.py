@@ -461,3 +461,39 @@ def test_assignment_files_of_unexpected_shapes_are_read_leniently(tmp_path):
     (tmp_path / "c.json").write_text("{not json")
     with pytest.raises(ConfigError, match="c.json"):
         read_assignments(tmp_path)
+
+
+def test_the_mit_variant_with_embedded_images_is_imported_as_it_is(tmp_path):
+    import datasets
+
+    from tests.helpers.benchmark import png_bytes
+
+    folder = tmp_path / "echo2025-mit" / "image_to_image"
+    folder.mkdir(parents=True)
+    features = datasets.Features(
+        {
+            "id": datasets.Value("string"),
+            "prompt": datasets.Value("string"),
+            "input_images": datasets.Sequence(datasets.Image()),
+            "community_feedback": datasets.Value("string"),
+        }
+    )
+    data = {
+        "id": [I_RED, I_BLUE],
+        "prompt": ["warmer", "a hat"],
+        "input_images": [
+            [{"bytes": png_bytes(Image.new("RGB", (20, 10), RED)), "path": None}],
+            [{"bytes": b"not an image", "path": None}],
+        ],
+        "community_feedback": ["", "Hat is wrong"],
+    }
+    datasets.Dataset.from_dict(data, features=features).to_parquet(
+        str(folder / "test-00000-of-00001.parquet")
+    )
+    out = tmp_path / "bench"
+    _cli("import", "echo2025", str(folder.parent), "--out", str(out), "--offline")
+    rows = _rows(out, "image_to_image")
+    assert Image.open(io.BytesIO(rows[I_RED]["input_images"][0]["bytes"])).size == (20, 10)
+    assert rows[I_RED]["media_errors"] == []
+    assert rows[I_BLUE]["input_images"] == [None]  # a bad embedded image is that image's error only
+    assert len(rows[I_BLUE]["media_errors"]) == 1 and "embedded" in rows[I_BLUE]["media_errors"][0]
