@@ -274,26 +274,18 @@ def release_schema_reason(schema: Any) -> str | None:
     """Why a table (a ``pyarrow.Schema``) is in the authors' release schema rather than echo-bench's; ``None``
     when it is not.
 
-    Signs: an image column (``input_images`` / ``output_images``) of strings or lists of strings (tokens, not
-    encoded images); a ``community_feedback`` column of strings; a box column named ``input_bboxs`` or
-    ``bboxes``.
+    The sign is an image column (``input_images`` / ``output_images``) of strings or lists of strings: tokens (X
+    media ids, URLs) that no command can read as images. Text feedback or a box column of the release's name alone
+    do not count: ``judge``, ``metrics`` and ``generate`` do not read them, and the Space reads feedback in any
+    form.
     """
     import pyarrow as pa
 
-    names = set(schema.names)
-
-    def stringy(t: Any) -> bool:
-        return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
-
     for column in ("input_images", "output_images"):
-        if column in names:
+        if column in schema.names:
             kind = schema.field(column).type
-            inner = kind.value_type if pa.types.is_list(kind) or pa.types.is_large_list(kind) else kind
-            if stringy(inner):
+            nested = pa.types.is_list(kind) or pa.types.is_large_list(kind)
+            inner = kind.value_type if nested else kind
+            if pa.types.is_string(inner) or pa.types.is_large_string(inner):
                 return f"column {column!r} holds text tokens (X media ids or URLs), not images"
-    if "community_feedback" in names and stringy(schema.field("community_feedback").type):
-        return "column 'community_feedback' holds text, not [{post_url, feedback}] records"
-    box = next((c for c in BOX_COLUMNS if c in names), None)
-    if box is not None and "input_bboxes" not in names:
-        return f"it has the release's box column {box!r}"
     return None

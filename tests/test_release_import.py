@@ -459,7 +459,7 @@ def test_assignment_files_of_unexpected_shapes_are_read_leniently(tmp_path):
     assert applies == {"5": {"no_color_shift"}, "id1": set(), "id2": {"text_rendering"}, "id3": set()}
     assert unknown == []
     (tmp_path / "c.json").write_text("{not json")
-    with pytest.raises(ConfigError, match="c.json"):
+    with pytest.raises(ConfigError, match=r"c\.json"):
         read_assignments(tmp_path)
 
 
@@ -497,3 +497,19 @@ def test_the_mit_variant_with_embedded_images_is_imported_as_it_is(tmp_path):
     assert rows[I_RED]["media_errors"] == []
     assert rows[I_BLUE]["input_images"] == [None]  # a bad embedded image is that image's error only
     assert len(rows[I_BLUE]["media_errors"]) == 1 and "embedded" in rows[I_BLUE]["media_errors"][0]
+
+
+def test_only_image_columns_of_text_mark_the_release_schema():
+    import pyarrow as pa
+
+    from echo_dataset.features import echo_features
+    from echo_dataset.release import release_schema_reason
+
+    assert release_schema_reason(echo_features().arrow_schema) is None
+    text_feedback = pa.schema(
+        [("id", pa.string()), ("community_feedback", pa.string()), ("input_bboxs", pa.string())]
+    )
+    assert release_schema_reason(text_feedback) is None  # judge and metrics read neither column
+    for kind in (pa.list_(pa.string()), pa.large_list(pa.large_string()), pa.string()):
+        reason = release_schema_reason(pa.schema([("id", pa.string()), ("output_images", kind)]))
+        assert reason and "output_images" in reason
