@@ -430,8 +430,10 @@ def hub_release(release, monkeypatch):
 
 def test_a_hub_id_is_imported_with_its_revision_in_the_card(hub_release, tmp_path):
     out = tmp_path / "bench"
-    _cli("import", "echo2025", "--out", str(out), "--images", str(hub_release["images"]), "--offline")
+    images = hub_release["images"] / "data"  # the download script's data/ itself (the other tests give its parent)
+    _cli("import", "echo2025", "--out", str(out), "--images", str(images), "--offline")
     assert set(_rows(out, "image_to_image")) == set(I2I)
+    assert json.loads((out / "import.json").read_text())["images"]["image_to_image"] == {"resolved": 3, "missing": 1}
     record = json.loads((out / "import.json").read_text())
     assert record["source"] == "echo-bench/echo2025"
     assert record["revision"] == "0123456789abcdef0123456789abcdef01234567"
