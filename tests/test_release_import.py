@@ -430,10 +430,15 @@ def hub_release(release, monkeypatch):
 
 def test_a_hub_id_is_imported_with_its_revision_in_the_card(hub_release, tmp_path):
     out = tmp_path / "bench"
-    images = hub_release["images"] / "data"  # the download script's data/ itself (the other tests give its parent)
+    images = (
+        hub_release["images"] / "data"
+    )  # the download script's data/ itself (the other tests give its parent)
     _cli("import", "echo2025", "--out", str(out), "--images", str(images), "--offline")
     assert set(_rows(out, "image_to_image")) == set(I2I)
-    assert json.loads((out / "import.json").read_text())["images"]["image_to_image"] == {"resolved": 3, "missing": 1}
+    assert json.loads((out / "import.json").read_text())["images"]["image_to_image"] == {
+        "resolved": 3,
+        "missing": 1,
+    }
     record = json.loads((out / "import.json").read_text())
     assert record["source"] == "echo-bench/echo2025"
     assert record["revision"] == "0123456789abcdef0123456789abcdef01234567"
@@ -515,3 +520,24 @@ def test_only_image_columns_of_text_mark_the_release_schema():
     for kind in (pa.list_(pa.string()), pa.large_list(pa.large_string()), pa.string()):
         reason = release_schema_reason(pa.schema([("id", pa.string()), ("output_images", kind)]))
         assert reason and "output_images" in reason
+
+
+def test_the_writer_never_splits_a_text_cell_into_characters(tmp_path):
+    from echo_dataset.errors import RowError
+    from echo_dataset.writer import write_hub_folder
+
+    Image.new("RGB", (8, 8), RED).save(tmp_path / "photo.png")
+    row = {
+        "id": "r1",
+        "prompt": "p",
+        "input_images": "photo.png",
+        "community_feedback": "It changed her face",
+    }
+    write_hub_folder({"image_to_image": [row]}, tmp_path / "out", media_root=tmp_path, card_context={})
+    written = _rows(tmp_path / "out", "image_to_image")["r1"]
+    assert len(written["input_images"]) == 1 and written["input_images"][0]["bytes"]
+    assert written["community_feedback"] == [{"post_url": "", "feedback": "It changed her face"}]
+    with pytest.raises(RowError, match="input_bboxes is text"):
+        write_hub_folder(
+            {"image_to_image": [{**row, "input_bboxes": "[1, 2, 3, 4]"}]}, tmp_path / "o2", card_context={}
+        )
