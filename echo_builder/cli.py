@@ -1,7 +1,7 @@
 """The ``echo-bench`` command line.
 
 The group and its error handling live here; the subcommands live in :mod:`echo_builder.commands` (curation:
-``build``, ``publish``; model outputs: ``generate``; evaluation: ``judge``, ``leaderboard``, ``agreement``,
+``build``, ``publish``, ``import echo2025``; model outputs: ``generate``; evaluation: ``judge``, ``leaderboard``, ``agreement``,
 ``metrics``; tools: ``backends``, ``cache``; the tour: ``demo``). Heavy imports happen inside the command that
 needs them, so ``echo-bench --help`` is instant.
 """
@@ -20,6 +20,7 @@ from echo_builder.commands.curation import build, publish
 from echo_builder.commands.demo import demo
 from echo_builder.commands.evaluation import agreement, judge, leaderboard, metrics
 from echo_builder.commands.generation import generate
+from echo_builder.commands.release import import_group
 from echo_builder.errors import EchoError
 from echo_builder.secrets import protect_logging, redact
 from echo_dataset.errors import EchoDatasetError
@@ -102,7 +103,19 @@ def cli(verbose: int) -> None:
     protect_logging()  # keys in URLs or replies never reach a log line, whichever library logs them
 
 
-for _command in (backends, cache, build, publish, judge, leaderboard, agreement, metrics, demo, generate):
+for _command in (
+    backends,
+    cache,
+    build,
+    publish,
+    import_group,
+    judge,
+    leaderboard,
+    agreement,
+    metrics,
+    demo,
+    generate,
+):
     cli.add_command(_command)
 
 

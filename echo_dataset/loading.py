@@ -12,11 +12,40 @@ from typing import Any
 
 from echo_dataset import CONFIG_NAMES, SPLIT
 
-__all__ = ["BenchmarkNotFoundError", "config_files", "load_config", "read_config"]
+__all__ = [
+    "BenchmarkNotFoundError",
+    "UnimportedReleaseError",
+    "check_not_release",
+    "config_files",
+    "load_config",
+    "read_config",
+]
 
 
 class BenchmarkNotFoundError(FileNotFoundError):
     """The benchmark folder, config or its Parquet files do not exist."""
+
+
+class UnimportedReleaseError(BenchmarkNotFoundError):
+    """The benchmark is the authors' ECHO release as published (image columns of media-id / URL tokens, text
+    feedback), which echo-bench reads only after ``echo-bench import echo2025``."""
+
+
+def check_not_release(schema: Any, source: str | Path, config: str) -> None:
+    """Raise :class:`UnimportedReleaseError` when ``schema`` (a ``pyarrow.Schema``) is the release's schema.
+
+    One line naming the source, the sign found and the command that converts it, so that ``judge``, ``metrics``,
+    ``generate`` and the Space stop at once instead of failing on every sample.
+    """
+    from echo_dataset.release import release_schema_reason
+
+    reason = release_schema_reason(schema)
+    if reason is not None:
+        raise UnimportedReleaseError(
+            f"{str(source)!r} config {config!r} is the official ECHO release as published ({reason}); "
+            f"convert it once with `echo-bench import echo2025 {source} --out DIR [--images DIR]` and use DIR "
+            "as the benchmark"
+        )
 
 
 def config_files(folder: str | Path, config: str) -> list[Path]:
@@ -67,6 +96,7 @@ def read_config(folder_or_repo: str | Path, config: str) -> list[dict[str, Any]]
     Raises:
         BenchmarkNotFoundError: no such folder or config, a path that is a typo of a local folder, or a Hub id
             that cannot be loaded (offline, unknown, unreachable); one line saying which.
+        UnimportedReleaseError: the authors' release as published (see :func:`check_not_release`).
     """
     path = Path(folder_or_repo)
     if not path.exists() and _hub_id(str(folder_or_repo)):
@@ -84,6 +114,7 @@ def read_config(folder_or_repo: str | Path, config: str) -> list[dict[str, Any]]
                 f"{folder_or_repo!r} is neither a local folder nor a loadable Hub dataset "
                 f"({type(exc).__name__}: {reason})"
             ) from None
+        check_not_release(raw.data.schema, folder_or_repo, config)
         for column, feature in raw.features.items():
             if isinstance(feature, datasets.Image):  # keep encoded bytes; decoding is the consumer's job
                 raw = raw.cast_column(column, datasets.Image(decode=False))
@@ -91,7 +122,9 @@ def read_config(folder_or_repo: str | Path, config: str) -> list[dict[str, Any]]
     import pyarrow.parquet as pq
 
     rows: list[dict[str, Any]] = []
-    for file in config_files(path, config):
+    files = config_files(path, config)
+    check_not_release(pq.read_schema(files[0]), folder_or_repo, config)
+    for file in files:
         rows.extend(pq.read_table(file).to_pylist())
     return rows
 
@@ -114,6 +147,7 @@ def load_config(folder_or_repo: str | Path, config: str, **kwargs: Any) -> Any:
         # another folder of the same name could be served from a stale cache.
         import pyarrow.parquet as pq
 
+        check_not_release(pq.read_schema(files[0]), folder_or_repo, config)
         if (
             sum(pq.ParquetFile(f).metadata.num_rows for f in files) == 0
         ):  # datasets refuses a split of no rows
@@ -121,4 +155,6 @@ def load_config(folder_or_repo: str | Path, config: str, **kwargs: Any) -> Any:
             empty = {name: [] for name in features}
             return datasets.Dataset.from_dict(empty, features=features, split=datasets.Split(SPLIT))
         return datasets.load_dataset("parquet", data_files={SPLIT: files}, split=SPLIT, **kwargs)
-    return datasets.load_dataset(str(folder_or_repo), config, split=SPLIT, **kwargs)
+    data = datasets.load_dataset(str(folder_or_repo), config, split=SPLIT, **kwargs)
+    check_not_release(data.data.schema, folder_or_repo, config)
+    return data

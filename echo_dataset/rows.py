@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from echo_dataset.errors import RowError
+from echo_dataset.release import feedback_items
 
 __all__ = ["INPUT_IMAGE_REVIEW", "route_sample_dict", "row_from_sample_dict"]
 
@@ -77,6 +78,12 @@ def _field(obj: Any, name: str) -> Any:
     return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
 
 
+def _feedback_list(value: Any) -> Any:
+    """Feedback items: a text cell (the authors' release stores JSON, Python repr or prose) is read with
+    :func:`echo_dataset.release.feedback_items`, never split into characters."""
+    return feedback_items(value) if isinstance(value, str) else value or ()
+
+
 def row_from_sample_dict(sample: Mapping[str, Any]) -> dict[str, Any]:
     """The dataset row of a sample in JSON form (``Sample.model_dump(mode="json")`` or a stage JSONL line).
 
@@ -108,7 +115,7 @@ def row_from_sample_dict(sample: Mapping[str, Any]) -> dict[str, Any]:
             ],
             "community_feedback": [
                 {"post_url": _field(f, "post_url"), "feedback": _field(f, "feedback")}
-                for f in sample.get("community_feedback") or ()
+                for f in _feedback_list(sample.get("community_feedback"))
             ],
             "quality": sample.get("quality"),
             "tier": sample.get("tier"),

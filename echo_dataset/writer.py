@@ -65,6 +65,23 @@ def _embed(value: Any, twin: str | None, media_root: Path | None, errors: list[s
     return {"bytes": None, "path": Path(str(value)).name, _LAZY_FILE: str(file)}
 
 
+def _as_list_cell(value: Any, column: str, row_id: Any) -> list[Any]:
+    """A list column's value as a list. A text value is never split into characters: ``community_feedback`` text
+    (JSON, Python repr or prose, as in the authors' release) is read as reply records, a single path or URL
+    becomes a list of one, and text boxes are refused (:class:`RowError`)."""
+    if isinstance(value, str):
+        if column == "community_feedback":
+            from echo_dataset.release import feedback_items
+
+            return feedback_items(value)
+        if column == "input_bboxes":
+            raise RowError(
+                f"row {row_id!r}: input_bboxes is text ({value[:80]!r}); give a list of {{x1, y1, x2, y2, role}}"
+            )
+        return [value]
+    return list(value or ())
+
+
 def _normalized(row: Mapping[str, Any], media_root: Path | None) -> dict[str, Any]:
     unknown = sorted(set(row) - set(COLUMNS))
     if unknown:
@@ -73,7 +90,7 @@ def _normalized(row: Mapping[str, Any], media_root: Path | None) -> dict[str, An
         )
     out: dict[str, Any] = {c: row.get(c, [] if c in _LIST_COLUMNS else None) for c in COLUMNS}
     for column in _LIST_COLUMNS:
-        out[column] = list(out[column] or ())
+        out[column] = _as_list_cell(out[column], column, out.get("id"))
     errors = list(out["media_errors"])
     for column, twin_column in URL_TWINS.items():
         images, urls = out[column], out[twin_column]

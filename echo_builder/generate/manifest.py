@@ -213,7 +213,9 @@ def write_manifest(
 
     # atomically, and never through a link planted at the manifest's (or its temporary file's) name
     write_text(
-        model_dir, model_dir / MANIFEST_FILE, redact(json.dumps(manifest, indent=1, ensure_ascii=False)) + "\n"
+        model_dir,
+        model_dir / MANIFEST_FILE,
+        redact(json.dumps(manifest, indent=1, ensure_ascii=False)) + "\n",
     )
     for shard in shards:
         shard.unlink(missing_ok=True)

@@ -228,7 +228,9 @@ def run_metrics(
         ]
     write_text(out, out / "summary.csv", table.to_csv(index=False))
     write_json(
-        out, out / "summary.json", {"summary": summary, "unavailable": unavailable, "unmatched_outputs": unmatched}
+        out,
+        out / "summary.json",
+        {"summary": summary, "unavailable": unavailable, "unmatched_outputs": unmatched},
     )
     if pooled:
         _swatches(pooled, out / "color_swatches", root=out)

@@ -21,6 +21,7 @@ from echo_builder.scoring.run import APPLICABILITY_FLAG
 from echo_dataset import CONFIG_NAMES
 from echo_dataset.features import COLUMN_DOCS, IMAGE_COLUMNS, URL_TWINS
 from echo_dataset.loading import BenchmarkNotFoundError, config_files
+from echo_dataset.release import feedback_items, token_list, token_url
 
 __all__ = [
     "FLAG_COLUMNS",
@@ -66,14 +67,33 @@ def _is_local(source: str | Path) -> bool:
 
 
 def _count(value: Any) -> int:
-    """Length of a list cell (a list, tuple or numpy array from Parquet); 0 for ``None``."""
-    return 0 if value is None or isinstance(value, str) else len(value)
+    """Length of a list cell (a list, tuple or numpy array from Parquet); 0 for ``None``. A text cell of the
+    authors' release (a JSON / Python-repr list, or one token) counts its items."""
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        return len(token_list(value)[0])
+    return len(value)
+
+
+def _feedback_count(value: Any) -> int:
+    """Community replies in a ``community_feedback`` cell, whatever its form (list of dicts, JSON, prose)."""
+    return len(feedback_items(value))
 
 
 def _feedback_text(value: Any) -> str:
-    if value is None or isinstance(value, str):
-        return ""
-    return " ".join(str(item.get("feedback") or "") for item in value if isinstance(item, dict))
+    """The text of every reply of a ``community_feedback`` cell: echo-bench's ``[{post_url, feedback}]`` or the
+    authors' release's text forms (JSON, Python repr, plain prose)."""
+    return " ".join(item["feedback"] for item in feedback_items(value))
+
+
+def _image_entries(value: Any) -> list[Any]:
+    """An image column cell as a list: encoded images as they are, the release's text tokens as strings."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return token_list(value)[0]
+    return list(value)
 
 
 def _open_image(entry: Any) -> Any:
@@ -86,7 +106,11 @@ def _open_image(entry: Any) -> Any:
     from echo_builder.errors import ImageError
     from echo_builder.imaging import load_rgb
 
-    if entry is None or (isinstance(entry, dict) and entry.get("bytes") is None and not entry.get("path")):
+    if entry is None or isinstance(
+        entry, str
+    ):  # a release token (media id or URL) is not an image: linked only
+        return None
+    if isinstance(entry, dict) and not entry.get("bytes") and not entry.get("path"):
         return None
     try:
         image = load_rgb(entry, name="benchmark image")
@@ -297,10 +321,15 @@ class Benchmark:
     def view(self, config: str, sample_id: str) -> SampleView:
         """Everything shown for one sample (see :class:`SampleView`). Raises ``KeyError`` for an unknown id."""
         row = self.sample_row(config, sample_id)
-        inputs = row.get("input_images") or []
-        outputs = row.get("output_images") or []
-        input_urls = row.get("input_image_urls") or [None] * len(inputs)
-        output_urls = row.get("output_image_urls") or [None] * len(outputs)
+        inputs = _image_entries(row.get("input_images"))
+        outputs = _image_entries(row.get("output_images"))
+        # the authors' release has no URL twins: its tokens themselves name the images (media id or URL)
+        input_urls = row.get("input_image_urls") or [
+            token_url(e) if isinstance(e, str) else None for e in inputs
+        ]
+        output_urls = row.get("output_image_urls") or [
+            token_url(e) if isinstance(e, str) else None for e in outputs
+        ]
         input_images = [
             (img, f"input {i + 1}") for i, img in enumerate(_open_image(e) for e in inputs) if img is not None
         ]
@@ -315,11 +344,7 @@ class Benchmark:
             if sample_id in files
         ]
         feedback = pd.DataFrame(
-            [
-                {"post_url": item.get("post_url") or "", "feedback": item.get("feedback") or ""}
-                for item in (row.get("community_feedback") or [])
-            ],
-            columns=["post_url", "feedback"],
+            feedback_items(row.get("community_feedback")), columns=["post_url", "feedback"]
         )
         flags = pd.DataFrame(
             [
@@ -389,7 +414,7 @@ def _links(
             continue
         lines.append(f"\n**{title}**")
         for i, url in enumerate(urls):
-            missing = i >= len(images) or images[i] is None
+            missing = i >= len(images) or images[i] is None or isinstance(images[i], str)
             lines.append(f"{i + 1}. {_link(url)}" + (" (not downloaded)" if missing else ""))
     errors = row.get("media_errors") or []
     if errors:
@@ -455,7 +480,9 @@ def listing(table: pd.DataFrame) -> pd.DataFrame:
             "platform": table["platform"].fillna("") if "platform" in table else "",
             "inputs": table["n_input_images"].astype(int),
             "outputs": table["n_output_images"].astype(int),
-            "feedback": table["community_feedback"].map(_count) if "community_feedback" in table else 0,
+            "feedback": table["community_feedback"].map(_feedback_count)
+            if "community_feedback" in table
+            else 0,
             "flags": table.apply(flags_of, axis=1) if len(table) else pd.Series(dtype=str),
         },
         columns=list(LISTING_COLUMNS),

@@ -861,6 +861,70 @@ def flow_backend(case: dict[str, Any], ws: Workspace) -> Observed:
     return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
 
 
+def flow_release(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``echo-bench import echo2025`` of a release folder written from ``input``: ``rows`` (image_to_image rows,
+    every cell a string or a list of strings, as in the authors' release), ``local`` (id -> colour of a local copy
+    ``images/images_to_image/<id>/input_images/input_1.png``; ``"screenshot"`` draws a 200 x 100 one),
+    a cell ``{repeat, times}`` is that text repeated; ``link_outside`` (ids whose local copy is a symlink to a file outside the images folder), ``assignments``
+    (file text), ``out_is_source`` and ``options`` (extra CLI options)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    spec = case["input"]
+    release, images = ws.inputs / "release", ws.inputs / "images"
+    # a cell {repeat: TEXT, times: N} is TEXT repeated N times (deep nesting without a huge manifest)
+    rows = [
+        {k: v["repeat"] * v["times"] if isinstance(v, dict) else v for k, v in r.items()}
+        for r in spec.get("rows", [])
+    ]
+    names = sorted({k for r in rows for k in r} | {"id"})
+    lists = {"input_images", "output_images"}
+    schema = pa.schema([(n, pa.list_(pa.string()) if n in lists else pa.string()) for n in names])
+    (release / "image_to_image").mkdir(parents=True)
+    table = pa.table({n: [r.get(n, [] if n in lists else None) for r in rows] for n in names}, schema=schema)
+    pq.write_table(table, release / "image_to_image" / "test-00000-of-00001.parquet")
+    for sample_id, colour in (spec.get("local") or {}).items():
+        folder = images / "images_to_image" / sample_id / "input_images"
+        folder.mkdir(parents=True, exist_ok=True)
+        image = (
+            Image.new("RGB", (200, 100), GREY)
+            if colour == "screenshot"
+            else Image.new("RGB", (32, 32), tuple(colour))
+        )
+        image.save(folder / "input_1.png")
+    for sample_id in spec.get("link_outside", []):
+        secret = ws.inputs / "secret.png"
+        Image.new("RGB", (16, 16), (1, 2, 3)).save(secret)
+        folder = images / "images_to_image" / sample_id / "input_images"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "input_1.png").symlink_to(secret)
+    images.mkdir(exist_ok=True)
+    args = ["import", "echo2025", release, "--images", images, "--offline", *spec.get("options", [])]
+    if "assignments" in spec:
+        (ws.inputs / "assignments").mkdir()
+        (ws.inputs / "assignments" / "a.json").write_text(spec["assignments"], encoding="utf-8")
+        args += ["--assignments", ws.inputs / "assignments"]
+    ws.begin()
+    result = _cli(*args, "--out", release if spec.get("out_is_source") else ws.out)
+    facts: dict[str, Any] = {}
+    if (ws.out / "import.json").is_file():
+        record = json.loads((ws.out / "import.json").read_text(encoding="utf-8"))
+        written = _dataset_rows(ws.out)
+        facts = {
+            "rows": record["rows"].get("image_to_image", 0),
+            "missing": sum(c.get("missing", 0) for c in record["images"].values()),
+            "resolved": sum(c.get("resolved", 0) for c in record["images"].values()),
+            "parse_problems": record["parse_problems"],
+            "crops": record["crops"],
+            "embedded_images": len(_embedded(written)),
+            "feedback": {r["id"]: [f["feedback"] for f in r["community_feedback"]] for r in written},
+        }
+        shots = [r for r in written if r["is_screenshot"] and r["input_images"] and r["input_images"][0]]
+        if shots:
+            facts["crop_size"] = list(Image.open(io.BytesIO(shots[0]["input_images"][0]["bytes"])).size)
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
 FLOWS: dict[str, Callable[[dict[str, Any], Workspace], Observed]] = {
     name.removeprefix("flow_"): fn for name, fn in globals().items() if name.startswith("flow_")
 }
