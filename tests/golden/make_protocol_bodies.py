@@ -86,7 +86,9 @@ def capture() -> dict[str, list[str]]:
 if __name__ == "__main__":
     captured = capture()
     record = {
-        name: [{"sha256": hashlib.sha256(b.encode()).hexdigest(), "body": _short(json.loads(b))} for b in found]
+        name: [
+            {"sha256": hashlib.sha256(b.encode()).hexdigest(), "body": _short(json.loads(b))} for b in found
+        ]
         for name, found in captured.items()
     }
     GOLDEN.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
