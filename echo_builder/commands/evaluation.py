@@ -74,6 +74,13 @@ __all__ = ["agreement", "judge", "leaderboard", "metrics"]
     help="probability mode: expected 1-9 rating, or TRIGScore from Good/Medium/Bad.",
 )
 @click.option("--limit", type=Number(int, 1, MAX_LIMIT), help="Judge only the first N samples.")
+@click.option(
+    "--judge-prompt",
+    "judge_prompt",
+    type=click.Path(dir_okay=False),
+    help="Judge prompt file (YAML) replacing the built-in prompt of --mode, e.g. to reproduce ECHO's released "
+    "protocol; see docs/reproducing-echo.md.",
+)
 def judge(
     benchmark: str,
     config_name: str,
@@ -89,6 +96,7 @@ def judge(
     cache_dir: str | None,
     probability_scale: str,
     limit: int | None,
+    judge_prompt: str | None,
 ) -> None:
     """Judge model outputs on a benchmark config with one or more VLM judges.
 
@@ -111,6 +119,7 @@ def judge(
         cache_dir=cache_dir,
         limit=limit,
         probability_scale=probability_scale,  # type: ignore[arg-type]
+        judge_prompt=judge_prompt,
     )
     s = result.summary
     if not s:  # a non-main accelerate process: rank 0 reports
@@ -170,6 +179,12 @@ def judge(
 @click.option("--base-url", help="Server URL for openai: judges.")
 @click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Judge backend option.")
 @click.option(
+    "--judge-prompt",
+    "judge_prompt",
+    type=click.Path(dir_okay=False),
+    help="text_rendering: judge prompt file (YAML, answer.kind rating) replacing the built-in one.",
+)
+@click.option(
     "--format", "table_format", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True
 )
 def metrics(
@@ -185,12 +200,24 @@ def metrics(
     judges: tuple[str, ...],
     base_url: str | None,
     options: tuple[str, ...],
+    judge_prompt: str | None,
     table_format: str,
 ) -> None:
     """Compute the community-driven metrics (color shift, structure distance, face identity, text rendering)
     for every model's outputs; writes per-sample rows, a per-model summary and color swatches."""
     from echo_builder.scoring.run import run_metrics
 
+    if judge_prompt is not None:
+        from echo_builder.errors import ConfigError
+        from echo_builder.judge.prompts import load_judge_prompt
+
+        if metric_names and "text_rendering" not in metric_names:
+            raise ConfigError("--judge-prompt applies to --metric text_rendering only")
+        loaded = load_judge_prompt(judge_prompt)
+        if loaded.answer != "rating":
+            raise ConfigError(
+                f"judge prompt {judge_prompt}: field 'answer.kind' is {loaded.answer!r}; text_rendering needs 'rating'"
+            )
     run_options: dict[str, Any] = {
         "dino_weights": dino_weights,
         "structure_reduction": structure_reduction,
@@ -200,6 +227,8 @@ def metrics(
         "judge_options": backend_options(judges, base_url, options),
         "cache_dir": str(Path(out_dir) / "cache"),
     }
+    if judge_prompt is not None:
+        run_options["judge_prompt"] = loaded
     result = run_metrics(
         benchmark,
         config_name,
