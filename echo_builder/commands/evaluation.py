@@ -295,10 +295,13 @@ def _print_table(board: Any, fmt: str) -> None:
     if fmt == "csv":
         click.echo(board.table.to_csv(index=False).rstrip())
         return
+    normal = board.meta.get("ci_method") == "normal-comparisons"
     header = (
         f"{'#':>2}  {'model':<34} {'win rate':>8}  {'95% CI':<15} {'Bradley-Terry':>13} {'Elo':>6}  "
         f"{'comparisons':>11} {'failures':>8} {'missing':>7}"
     )
+    if normal:
+        header += f"  {'bootstrap 95% CI':<16}"
     click.echo(header)
     click.echo("-" * len(header))
     for i, r in enumerate(records, 1):
@@ -308,11 +311,23 @@ def _print_table(board: Any, fmt: str) -> None:
         bt_text += f" {elo:6.0f}" if elo is not None and math.isfinite(elo) else f" {'n/a':>6}"
         if r["win_rate"] is None:  # every comparison of this model failed: shown, never dropped
             rate_text = f"{'n/a':>8}  {'(no comparison)':<15}"
+        elif r["ci_low"] is None or r["ci_high"] is None:  # e.g. one comparison: no spread to estimate
+            rate_text = f"{r['win_rate']:8.3f}  {'n/a':<15}"
         else:
             rate_text = f"{r['win_rate']:8.3f}  [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
-        click.echo(
+        line = (
             f"{i:>2}  {r['model'][:34]:<34} {rate_text} {bt_text}  {r['n_comparisons']:>11} "
             f"{r['n_failures']:>8} {r['n_missing']:>7}"
+        )
+        if normal:
+            low, high = r.get("bootstrap_ci_low"), r.get("bootstrap_ci_high")
+            line += f"  [{low:.3f}, {high:.3f}]" if low is not None and high is not None else "  n/a"
+        click.echo(line)
+    if normal:
+        click.echo(
+            "\n95% CI: normal approximation over comparisons, win rate -+ 1.96 sd/sqrt(n) (ECHO's released "
+            "code); it treats comparisons sharing a prompt as independent, so it is narrower than the bootstrap "
+            "over prompts shown beside it (echo-bench's default)."
         )
     if board.meta.get("bt_prior"):
         click.echo(
@@ -359,6 +374,11 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     type=click.Path(exists=True, dir_okay=False),
     help="Pairwise votes with model_a, model_b, winner (JSON list, JSON Lines or CSV).",
 )
+@click.option(
+    "--ratings",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Per-sample scores question_id,model,score (CSV, as ECHO's released judge outputs; optional judge column).",
+)
 @click.option("--example", is_flag=True, help="Rank the bundled example votes (four fictional models).")
 @click.option(
     "--models", multiple=True, metavar="PATTERN", help="Keep only these models (shell patterns); repeatable."
@@ -398,9 +418,18 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     is_flag=True,
     help="Pool the judges' comparisons and resample judges as well as prompts (default: majority vote per comparison).",
 )
+@click.option(
+    "--ci",
+    type=click.Choice(["bootstrap", "normal"]),
+    default="bootstrap",
+    show_default=True,
+    help="Win-rate interval: bootstrap over prompts, or normal: mean +- 1.96 sd/sqrt(n) over comparisons as ECHO's "
+    "released code (the bootstrap interval stays beside it); see docs/reproducing-echo.md.",
+)
 def leaderboard(
     run: str | None,
     votes: str | None,
+    ratings: str | None,
     example: bool,
     models: tuple[str, ...],
     fmt: str,
@@ -409,28 +438,47 @@ def leaderboard(
     n_boot: int,
     seed: int,
     bootstrap_judges: bool,
+    ci: str,
 ) -> None:
-    """Rank models from a judge RUN folder, or from human pairwise --votes.
+    """Rank models from a judge RUN folder, per-sample --ratings, or human pairwise --votes.
 
-    Win rates with 95% bootstrap intervals over prompts, Bradley-Terry ratings (Elo scale) with intervals, and
-    judge failures and missing outputs beside each model.
+    Win rates with 95% intervals (bootstrap over prompts by default), Bradley-Terry ratings (Elo scale) with
+    intervals, and judge failures and missing outputs beside each model.
     """
 
-    from echo_builder.judge.leaderboard import leaderboard_from_run, leaderboard_from_votes
+    from echo_builder.judge.leaderboard import (
+        leaderboard_from_ratings,
+        leaderboard_from_run,
+        leaderboard_from_votes,
+    )
 
-    if sum(bool(x) for x in (run, votes, example)) != 1:
-        raise click.UsageError("give exactly one of RUN, --votes FILE or --example")
-    if run:
+    if sum(bool(x) for x in (run, votes, ratings, example)) != 1:
+        raise click.UsageError("give exactly one of RUN, --votes FILE or --example, or --ratings FILE")
+    if run or ratings:
         if models:
             raise click.UsageError("--models applies to --votes only")
-        board = leaderboard_from_run(
-            run,
-            missing=missing,  # type: ignore[arg-type]
-            n_boot=n_boot,
-            seed=seed,
-            bootstrap_judges=bootstrap_judges,
-        )
-        plots = Path(plots_dir) if plots_dir else Path(run) / "plots"
+        if ratings:
+            if bootstrap_judges:
+                raise click.UsageError("--bootstrap-judges applies to a judge RUN only")
+            board = leaderboard_from_ratings(
+                ratings,
+                missing=missing,  # type: ignore[arg-type]
+                n_boot=n_boot,
+                seed=seed,
+                ci=ci,  # type: ignore[arg-type]
+            )
+            plots = Path(plots_dir) if plots_dir else None
+        else:
+            assert run is not None
+            board = leaderboard_from_run(
+                run,
+                missing=missing,  # type: ignore[arg-type]
+                n_boot=n_boot,
+                seed=seed,
+                bootstrap_judges=bootstrap_judges,
+                ci=ci,  # type: ignore[arg-type]
+            )
+            plots = Path(plots_dir) if plots_dir else Path(run) / "plots"
     else:
         if bootstrap_judges:
             raise click.UsageError("--bootstrap-judges applies to a judge RUN only")
@@ -440,7 +488,13 @@ def leaderboard(
             votes = str(example_votes_path())
             if fmt == "table":
                 click.echo(f"example votes: {votes}\n")
-        board = leaderboard_from_votes(votes, models=models, n_boot=n_boot, seed=seed)
+        board = leaderboard_from_votes(
+            votes,
+            models=models,
+            n_boot=n_boot,
+            seed=seed,
+            ci=ci,  # type: ignore[arg-type]
+        )
         plots = Path(plots_dir) if plots_dir else None
     _print_table(board, fmt)
     if plots is not None:
