@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -254,7 +255,9 @@ def prompt_from_mapping(doc: Any, where: str, *, builtin: bool = False) -> Judge
     kind = _choice(answer, "kind", where, "rating", ANSWER_KINDS, "answer.kind")
     pattern = _text(answer, "pattern", where, default=DEFAULT_PATTERN, label="answer.pattern")
     try:
-        compiled = re.compile(pattern)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "possible nested set": the pattern is the user's to write
+            compiled = re.compile(pattern)
     except re.error as exc:
         raise _fail(where, "answer.pattern", f"not a regular expression: {exc}") from None
     if compiled.groups != 1:
@@ -462,28 +465,30 @@ def render_parts(
     parts: list[Any] = [] if has_all_inputs else list(rest)
     buffer: list[str] = []
 
-    def flush() -> None:
+    def place(images: Sequence[Any]) -> None:
+        # an image placeholder with nothing to place (no inputs) leaves the texts around it as one part
+        if not images:
+            return
         if "".join(buffer):
             parts.append("".join(buffer))
         buffer.clear()
+        parts.extend(images)
 
     for text, name in tokens:
         if name is None:
             buffer.append(text)
-            continue
-        flush()
-        if name == "input_images":
-            parts.extend(rest)
+        elif name == "input_images":
+            place(rest)
         elif name == "output_images":
-            parts.extend(outputs)
+            place(outputs)
         else:
             m = _IMAGE_NAME.fullmatch(name)
             assert m is not None
             pool = inputs if m.group(1) == "input" else outputs
             k = int(m.group(2)) - 1
-            if k < len(pool):
-                parts.append(pool[k])
-    flush()
+            place(pool[k : k + 1])
+    if "".join(buffer):
+        parts.append("".join(buffer))
     return parts
 
 
