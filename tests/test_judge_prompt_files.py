@@ -354,3 +354,15 @@ def test_judge_prompt_on_metrics_needs_text_rendering(bench, tmp_path):
         cli, [*args, "--metric", "color_shift", "--judge-prompt", str(path), "--out", str(tmp_path / "m")]
     )
     assert result.exit_code == 1 and "--judge-prompt applies to --metric text_rendering only" in result.output
+
+
+def test_docs_template_is_a_valid_interleaved_prompt_file():
+    """The template of docs/reproducing-echo.md loads, interleaves images and takes the first [[N]]."""
+    from tests.conftest import REPO_ROOT
+
+    template = load_judge_prompt(REPO_ROOT / "docs" / "prompts" / "authors-layout.template.yaml")
+    assert (template.layout, template.pick, template.answer) == ("interleaved", "first", "rating")
+    parts = render_parts(template, "make it blue", ["IN"], ["OUT"])
+    assert parts[1] == "IN" and parts[3] == "OUT" and "make it blue" in parts[4]
+    assert "FOR IMAGE EDITING" in parts[4]
+    assert "FOR TEXT-TO-IMAGE" in render_parts(template, "a cat", [], ["OUT"])[-1]
