@@ -26,6 +26,7 @@ from echo_builder.judge.prompts import (
 from echo_builder.judge.run import read_verdicts
 from tests.golden.make_protocol_bodies import GOLDEN, capture
 from tests.helpers.benchmark import make_benchmark, make_outputs
+from tests.helpers.openai_server import Scripted
 from tests.test_judge import _images
 
 # SHA-256 of each built-in prompt's parsed content. Editing a built-in file changes its hash: bump its version in
@@ -366,3 +367,56 @@ def test_docs_template_is_a_valid_interleaved_prompt_file():
     assert parts[1] == "IN" and parts[3] == "OUT" and "make it blue" in parts[4]
     assert "FOR IMAGE EDITING" in parts[4]
     assert "FOR TEXT-TO-IMAGE" in render_parts(template, "a cat", [], ["OUT"])[-1]
+
+
+def test_pairwise_and_probability_prompt_files(bench, openai_server, tmp_path):
+    """The other answer kinds: a pairwise file places both outputs at their placeholders and takes the first
+    verdict; a digits file replaces the probability prompt and its version is recorded."""
+    openai_server.reply = lambda body: "First [[B]], on reflection [[A]]"
+    pairwise = _write(
+        tmp_path,
+        "name: pw\nuser: |-\n  Left: {output_image_1}\n  Right: {output_image_2}\n  Task: {prompt}\n"
+        "layout: interleaved\nanswer: {kind: preference, pick: first}\n",
+        "pairwise.yaml",
+    )
+    out = tmp_path / "pw"
+    result = _judge(bench, openai_server, out, "--mode", "pairwise", "--judge-prompt", str(pairwise))
+    assert result.exit_code == 0, result.output
+    body = openai_server.log.bodies[0]
+    kinds = _kinds(body)
+    # inputs no placeholder names go first, then the outputs where the template puts them
+    assert kinds[kinds.index("\nRight: ") - 2 : kinds.index("\nRight: ") + 2] == [
+        "Left: ",
+        "image",
+        "\nRight: ",
+        "image",
+    ]
+    verdicts = read_verdicts(out)
+    # [[B]] counts (first): in AB order model_b wins, in BA order it maps back to model_a
+    assert {(v.order, v.winner) for v in verdicts} == {("AB", "B"), ("BA", "A")}
+    assert {v.prompt_version for v in verdicts} == {load_judge_prompt(pairwise).version}
+
+    openai_server.reset_log()
+    openai_server.reply = lambda body: Scripted("7", {"7": 0.5, "8": 0.5})
+    digits = _write(
+        tmp_path, "name: dg\nuser: 'Rate {prompt} 1-9. Digit only:'\nanswer: {kind: digits}\n", "d.yaml"
+    )
+    out = tmp_path / "prob"
+    result = _judge(bench, openai_server, out, "--mode", "probability", "--judge-prompt", str(digits))
+    assert result.exit_code == 0, result.output
+    assert all(_content(b)[-1]["text"].startswith("Rate ") for b in openai_server.log.bodies)
+    assert {v.rating for v in read_verdicts(out)} == {7.5}
+    result = _judge(
+        bench, openai_server, tmp_path / "trig", "--mode", "probability", "--probability-scale", "trig",
+        "--judge-prompt", str(digits),
+    )  # fmt: skip
+    assert result.exit_code == 1 and "needs 'trig'" in result.output
+
+
+def test_votes_and_example_label_the_interval(tmp_path):
+    result = CliRunner().invoke(cli, ["leaderboard", "--example", "--ci", "normal", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    records = json.loads(result.stdout)
+    assert {r["ci_method"] for r in records} == {"normal-comparisons"}
+    for r in records:
+        assert r["ci_low"] < r["win_rate"] < r["ci_high"] and r["bootstrap_ci_low"] is not None
