@@ -420,3 +420,26 @@ def test_votes_and_example_label_the_interval(tmp_path):
     assert {r["ci_method"] for r in records} == {"normal-comparisons"}
     for r in records:
         assert r["ci_low"] < r["win_rate"] < r["ci_high"] and r["bootstrap_ci_low"] is not None
+
+
+def test_python_entry_points_take_a_prompt_file(openai_server, tmp_path):
+    """grade_outputs (the echo_judge module's function) and text_rendering take the same files as the CLI."""
+    from echo_builder.judge.api import grade_outputs
+    from echo_builder.scoring.text import text_rendering
+
+    openai_server.reply = lambda body: "[[2]] then [[9]]"
+    path = _write(tmp_path, GOOD.replace("kind: rating", "kind: rating\n  pick: first"))
+    options = {"openai:j": {"base_url": openai_server.base_url}}
+    image = Image.new("RGB", (32, 32), (1, 2, 3))
+    report = grade_outputs(["p"], [[]], [image], ["openai:j"], judge_options=options, judge_prompt=path)
+    assert report["ratings"] == [2.0]
+    assert openai_server.log.bodies[-1]["messages"][0]["content"] == "You rate images."
+    with pytest.raises(ConfigError, match="mode probability needs 'digits'"):
+        grade_outputs(
+            ["p"], [[]], [image], ["openai:j"], judge_options=options, judge_prompt=path, mode="probability"
+        )
+    result = text_rendering(
+        ["p"], [image], ["openai:j"], judge_options=options, template=load_judge_prompt(path)
+    )
+    assert result.values.tolist() == [pytest.approx(1 / 9)]
+    assert result.extras["backend"].endswith(f"+prompt={load_judge_prompt(path).version}")

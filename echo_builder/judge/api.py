@@ -28,6 +28,7 @@ def grade_outputs(
     concurrency: int = 8,
     max_attempts: int = 6,
     mode: Literal["single", "probability"] = "single",
+    judge_prompt: Any | None = None,
 ) -> dict[str, Any]:
     """Grade each (prompt, input images, output image) with every judge (ECHO single-answer grading, 1-10).
 
@@ -36,6 +37,8 @@ def grade_outputs(
         inputs: n lists of input images (empty for text-to-image); PIL images, bytes, paths or datasets dicts.
         outputs: n output images, ``None`` for a missing output.
         judges: backend specs; several make an ensemble whose per-sample score is the mean of valid ratings.
+        judge_prompt: a judge prompt file path or :class:`~echo_builder.judge.prompts.JudgePrompt` replacing the
+            built-in prompt (``answer.kind`` ``rating`` for single, ``digits`` for probability).
 
     Returns:
         ``{"ratings": n floats (mean over judges, NaN when every judge failed), "per_judge": {spec: n ratings},
@@ -46,7 +49,16 @@ def grade_outputs(
         ConfigError: lengths differ or no judge is given.
     """
     from echo_builder.judge.judging import JudgeItem
+    from echo_builder.judge.prompts import JudgePrompt, load_judge_prompt
 
+    prompt = None
+    if judge_prompt is not None:
+        prompt = judge_prompt if isinstance(judge_prompt, JudgePrompt) else load_judge_prompt(judge_prompt)
+        wanted = "rating" if mode == "single" else "digits"
+        if prompt.answer != wanted:
+            raise ConfigError(
+                f"judge prompt {prompt.source}: field 'answer.kind' is {prompt.answer!r}; mode {mode} needs {wanted!r}"
+            )
     n = len(prompts)
     if not (len(inputs) == len(outputs) == n):
         raise ConfigError(f"prompts, inputs and outputs differ in length: {n}, {len(inputs)}, {len(outputs)}")
@@ -55,10 +67,16 @@ def grade_outputs(
     items = [
         JudgeItem(f"sample-{i}", prompts[i], tuple(inputs[i] or ()), "model", outputs[i]) for i in range(n)
     ]
+
+    def grade(judge: Any, batch: Sequence[Any]) -> list[Any]:
+        if prompt is not None:
+            judge.prompts[prompt.answer] = prompt
+        return judge.single(batch) if mode == "single" else judge.probability(batch)
+
     verdicts = verdicts_per_judge(
         items,
         judges,
-        lambda judge, batch: judge.single(batch) if mode == "single" else judge.probability(batch),
+        grade,
         judge_options=judge_options,
         cache_dir=cache_dir,
         concurrency=concurrency,

@@ -16,7 +16,11 @@ from typing import Any
 
 import pandas as pd
 
+from echo_builder.citation import ECHO_BIBTEX, ECHO_PAPER_URL
+
 __all__ = [
+    "ECHO_BIBTEX",
+    "ECHO_PAPER_URL",
     "PAPER_CITATION",
     "PAPER_LABEL",
     "PUBLISHED_WIN_RATES",
