@@ -200,11 +200,25 @@ def test_bad_prompt_file_is_one_error_line_naming_file_and_field(
         (b"- just\n- a list\n", "expected a YAML mapping"),
         (b"\xff\xfe binary", "not UTF-8"),
         (None, "cannot read the file"),
+        (b"user: " + b"[" * 50_000 + b"]" * 50_000, "nested too deeply"),
+        ("folder", "is a folder"),
+        ("fifo", "not a regular file"),
+        (b"user: '" + b"x" * 1_000_001 + b"'", "larger than 1000000 bytes"),
     ],
 )
 def test_unreadable_prompt_file_is_one_error_line(bench, openai_server, tmp_path, content, words):
+    """Defect class: a prompt path that is not a readable prompt file (bad bytes, folder, FIFO that would block,
+    nesting that overflows the parser, too big) is one error line, never a traceback or a hang."""
+    import os
+
     path = tmp_path / "p.yaml"
-    if content is not None:
+    if content == "folder":
+        path.mkdir()
+    elif content == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs here")
+        os.mkfifo(path)
+    elif content is not None:
         path.write_bytes(content)
     result = _judge(bench, openai_server, tmp_path / "run", "--judge-prompt", str(path))
     assert result.exit_code == 1 and len(result.output.splitlines()) == 1

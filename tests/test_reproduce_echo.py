@@ -214,6 +214,7 @@ def test_ratings_file_counts_failures_and_missing_rows_instead_of_dropping_them(
         ("question_id,model,score\nq1,,1\n", "line 2: empty model"),
         ("question_id,model,score\n", "no rows after the header"),
         ("", "the file is empty"),
+        ('question_id,model,score\nq1,"' + "x" * 200_000 + '",7\n', "not readable as CSV"),
     ],
 )
 def test_bad_ratings_file_is_one_error_line(tmp_path, text, words):

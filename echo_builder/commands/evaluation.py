@@ -77,7 +77,7 @@ __all__ = ["agreement", "judge", "leaderboard", "metrics"]
 @click.option(
     "--judge-prompt",
     "judge_prompt",
-    type=click.Path(dir_okay=False),
+    type=click.Path(),
     help="Judge prompt file (YAML) replacing the built-in prompt of --mode, e.g. to reproduce ECHO's released "
     "protocol; see docs/reproducing-echo.md.",
 )
@@ -181,7 +181,7 @@ def judge(
 @click.option(
     "--judge-prompt",
     "judge_prompt",
-    type=click.Path(dir_okay=False),
+    type=click.Path(),
     help="text_rendering: judge prompt file (YAML, answer.kind rating) replacing the built-in one.",
 )
 @click.option(
@@ -376,7 +376,7 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
 )
 @click.option(
     "--ratings",
-    type=click.Path(exists=True, dir_okay=False),
+    type=click.Path(),
     help="Per-sample scores question_id,model,score (CSV, as ECHO's released judge outputs; optional judge column).",
 )
 @click.option("--example", is_flag=True, help="Rank the bundled example votes (four fictional models).")

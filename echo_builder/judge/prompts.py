@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
@@ -363,6 +364,34 @@ def _check_placeholders(
         raise _fail(where, label, f"layout: interleaved needs the output image placeholder(s): {wanted}")
 
 
+#: the largest judge prompt file read (bytes)
+MAX_PROMPT_FILE_BYTES = 1_000_000
+
+
+def read_small_file(path: str | Path, limit: int, what: str) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them.
+
+    Raises:
+        ConfigError: ``{what}: ...`` when the path is missing, not a regular file (a folder, a FIFO or a device,
+            which could block or never end), unreadable, or larger than ``limit``.
+    """
+    import stat
+
+    try:
+        info = os.stat(path)
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigError(f"{what}: is a folder; give the file")
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{what}: not a regular file")
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot read the file ({exc.strerror or exc})") from None
+    if len(raw) > limit:
+        raise ConfigError(f"{what}: the file is larger than {limit} bytes")
+    return raw
+
+
 def load_judge_prompt(path: str | Path) -> JudgePrompt:
     """Read a judge prompt file (YAML, see the module docstring).
 
@@ -372,14 +401,7 @@ def load_judge_prompt(path: str | Path) -> JudgePrompt:
     import yaml
 
     where = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"judge prompt {where}: cannot read the file ({exc.strerror or exc})") from None
-    if len(raw) > 1_000_000:
-        raise ConfigError(
-            f"judge prompt {where}: the file is {len(raw)} bytes; a prompt file is at most 1 MB"
-        )
+    raw = read_small_file(path, MAX_PROMPT_FILE_BYTES, f"judge prompt {where}")
     try:
         doc = yaml.safe_load(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -389,6 +411,8 @@ def load_judge_prompt(path: str | Path) -> JudgePrompt:
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ConfigError(f"judge prompt {where}: not valid YAML{at}: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"judge prompt {where}: nested too deeply to be a prompt file") from None
     return prompt_from_mapping(doc, where)
 
 

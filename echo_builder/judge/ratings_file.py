@@ -22,6 +22,7 @@ Nothing is dropped silently:
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 
@@ -58,28 +59,36 @@ def read_ratings_csv(path: str | Path) -> list[Verdict]:
         ConfigError: the file cannot be read, is not UTF-8, is larger than :data:`MAX_BYTES`, has no header or
             lacks a column, holds no row, or repeats a (sample, model, judge) (the message names the row).
     """
+    from echo_builder.judge.prompts import read_small_file
+
     where = str(path)
+    raw = read_small_file(path, MAX_BYTES, f"ratings {where}")
     try:
-        size = Path(path).stat().st_size
-        if size > MAX_BYTES:
-            raise ConfigError(f"ratings {where}: the file is {size} bytes; at most {MAX_BYTES} are read")
-        text = Path(path).read_text(encoding="utf-8-sig")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ConfigError(f"ratings {where}: not UTF-8 text") from None
-    except IsADirectoryError:
-        raise ConfigError(f"ratings {where}: is a folder; give the CSV file") from None
-    except OSError as exc:
-        raise ConfigError(f"ratings {where}: cannot read the file ({exc.strerror or exc})") from None
-    reader = csv.DictReader(text.splitlines())
-    header = [h.strip() for h in (reader.fieldnames or [])]
-    if not header:
-        raise ConfigError(f"ratings {where}: the file is empty; expected a header question_id,model,score")
-    reader.fieldnames = header
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        if not header:
+            raise ConfigError(
+                f"ratings {where}: the file is empty; expected a header question_id,model,score"
+            )
+        reader.fieldnames = header
+        return _verdicts(reader, header, where)
+    except csv.Error as exc:
+        raise ConfigError(
+            f"ratings {where}: near line {reader.line_num + 1}: not readable as CSV ({exc})"
+        ) from None
+
+
+def _verdicts(reader: csv.DictReader, header: list[str], where: str) -> list[Verdict]:
     sample_col, score_col = _column(header, _SAMPLE, where), _column(header, _SCORE, where)
     _column(header, ("model",), where)
     has_judge = "judge" in header
     cells: dict[tuple[str, str, str], Verdict] = {}
-    for line, row in enumerate(reader, start=2):
+    for row in reader:
+        line = reader.line_num  # the row's last line (a quoted field may span several)
         sample = (row.get(sample_col) or "").strip()
         model = (row.get("model") or "").strip()
         judge = (row.get("judge") or "").strip() if has_judge else DEFAULT_JUDGE
