@@ -24,6 +24,8 @@ HEADING = "## Property tests, long profile (`python -m bench.properties`)"
 PROPERTY_MODULES = (
     "tests/reliability/test_properties.py",
     "tests/test_records.py",
+    "tests/test_sources_fuzz.py",
+    "tests/test_sources_hardening.py",
     "tests/test_sources_robustness.py",
     "tests/test_stats_bradley_terry.py",
     "tests/test_stats_ensemble.py",

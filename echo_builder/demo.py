@@ -134,8 +134,7 @@ def _prepare(out: Path, overwrite: bool) -> None:
 
 def _seed_media_store(store_root: Path, media_dir: Path) -> int:
     """Put every bundled image into the build's media store under the URL the posts cite; returns the count."""
-    from PIL import Image
-
+    from echo_builder.imaging import open_image
     from echo_builder.stages.media import MediaStore
 
     store = MediaStore(store_root)
@@ -145,9 +144,9 @@ def _seed_media_store(store_root: Path, media_dir: Path) -> int:
         if path.suffix.lower() not in (".png", ".jpg"):
             continue
         data = path.read_bytes()
-        with Image.open(path) as img:
-            ext, content_type = kinds[img.format or ""]
-            width, height = img.size
+        img = open_image(data, name=str(path))
+        ext, content_type = kinds[img.format or ""]
+        width, height = img.size
         store.put(
             DEMO_MEDIA_BASE_URL + path.name,
             data,

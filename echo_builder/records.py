@@ -51,7 +51,12 @@ def _as_utc(value: datetime | None) -> datetime | None:
         return None
     if value.tzinfo is None:  # naive timestamps in exports are UTC by convention (X, Reddit, Bluesky all are)
         return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:  # 9999-12-31T23:00:00-05:00: a ValueError is a validation error, not a crash
+        raise ValueError(
+            f"{value.isoformat()} is out of range: converted to UTC it falls outside years 1-9999"
+        ) from None
 
 
 class MediaRef(_Record):

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from echo_builder.errors import BackendError, ConfigError
+from echo_builder.errors import BackendError, ConfigError, ImageError
 
 __all__ = [
     "Backend",
@@ -65,11 +65,13 @@ class ImagePart:
     type: Literal["image"] = "image"
 
     def to_pil(self) -> Any:
-        """Decode to a ``PIL.Image.Image`` in RGB mode."""
-        from PIL import Image
+        """Decode to an 8-bit RGB ``PIL.Image.Image`` (:func:`echo_builder.imaging.load_rgb`'s rules).
 
-        with Image.open(io.BytesIO(self.data)) as img:
-            return img.convert("RGB")
+        Raises :class:`~echo_builder.errors.ImageError` when the data does not decode.
+        """
+        from echo_builder.imaging import load_rgb
+
+        return load_rgb(self.data, name="image part")
 
 
 _MIME_BY_FORMAT = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
@@ -79,9 +81,10 @@ def image_part(image: Any, *, mime_type: str | None = None) -> ImagePart:
     """Build an :class:`ImagePart` from a ``PIL.Image.Image``, encoded bytes, or a file path.
 
     PIL images are encoded losslessly as PNG. Bytes and files are sent unchanged; their MIME type is read from the
-    file header. Raises :class:`ConfigError` for an unreadable or unsupported input.
+    file header after a full decode (:func:`echo_builder.imaging.image_format`). Raises :class:`ConfigError` for an
+    unsupported input type or a file that cannot be read, :class:`ImageError` for data that does not decode.
     """
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
     if isinstance(image, ImagePart):
         return image
@@ -102,11 +105,12 @@ def image_part(image: Any, *, mime_type: str | None = None) -> ImagePart:
             f"unsupported image input of type {type(image).__name__}; give a PIL image, bytes or a path"
         )
     if mime_type is None:
+        from echo_builder.imaging import image_format
+
         try:
-            with Image.open(io.BytesIO(data)) as probe:
-                fmt = probe.format or ""
-        except (UnidentifiedImageError, OSError) as exc:
-            raise ConfigError(f"image data is not a readable image ({len(data)} bytes): {exc}") from exc
+            fmt = image_format(data, name=f"image data ({len(data)} bytes)")
+        except ImageError as exc:
+            raise ImageError(f"image data is not a readable image: {exc}") from None
         mime_type = _MIME_BY_FORMAT.get(fmt, f"image/{fmt.lower() or 'octet-stream'}")
     return ImagePart(data=data, mime_type=mime_type, sha256=hashlib.sha256(data).hexdigest())
 

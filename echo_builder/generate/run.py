@@ -149,15 +149,14 @@ def _check_identity(model_dir: Path, identity: dict[str, Any], manifest: Mapping
 
 
 def _output_ok(path: Path, record: Mapping[str, Any]) -> bool:
-    """The PNG exists, has the recorded size, and decodes."""
-    from PIL import Image
+    """The PNG exists, has the recorded size, and decodes (through :func:`echo_builder.imaging.open_image`)."""
+    from echo_builder.imaging import open_image
 
     try:
         if record.get("bytes") is not None and path.stat().st_size != record["bytes"]:
             return False
-        with Image.open(path) as img:
-            img.load()
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+        open_image(path)
+    except (OSError, ImageError):
         return False
     return True
 
@@ -230,9 +229,9 @@ def _finish(
     model_dir: Path, request: GenerationRequest, result: GenerationResult, rank: int
 ) -> dict[str, Any]:
     """Write the image (atomically) and return the sample's record."""
-    import io
-
     from PIL import Image
+
+    from echo_builder.imaging import open_image
 
     record: dict[str, Any] = {
         "type": "sample",
@@ -257,9 +256,8 @@ def _finish(
             data = png_bytes(result.image)
             if isinstance(result.image, Image.Image):
                 width, height = result.image.size
-            else:  # encoded bytes: read the size from the PNG header (no pixel decoding)
-                with Image.open(io.BytesIO(data)) as img:
-                    width, height = img.size
+            else:  # encoded bytes, already decoded once by png_bytes
+                width, height = open_image(data, name="the generated image").size
         except ImageError as exc:
             record.update(status="error", message=f"the generator returned an unreadable image: {exc}")
         else:

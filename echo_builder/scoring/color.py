@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from echo_builder.errors import ConfigError, ImageError
-from echo_builder.imaging import MAX_PIXELS, load_rgb
+from echo_builder.imaging import MAX_PIXELS, decode_error, load_rgb
 from echo_builder.scoring.base import (
     NO_INPUT_IMAGES,
     OUTPUT_MISSING,
@@ -106,12 +106,17 @@ def channel_histograms(image: Any, *, name: str | None = None) -> np.ndarray:
     """
     from PIL import Image
 
-    if isinstance(image, Image.Image) and image.mode == "RGB" and image.width * image.height <= MAX_PIXELS:
+    if (
+        isinstance(image, Image.Image)
+        and image.mode == "RGB"
+        and "transparency" not in image.info
+        and 0 < image.width * image.height <= MAX_PIXELS
+    ):
         # already 8-bit RGB: a histogram ignores orientation, so skip load_rgb's EXIF transpose and copies
         try:
             counts = image.histogram()
-        except (OSError, SyntaxError) as exc:  # a lazily opened file that turns out to be truncated
-            raise ImageError(f"{name or type(image).__name__}: cannot decode image ({exc})") from None
+        except Exception as exc:
+            raise decode_error(name or type(image).__name__, exc) from None
     else:
         # Pillow's histogram of an RGB image is the three channels' 256 counts, back to back, counted in C
         counts = load_rgb(image, name=name).histogram()

@@ -1,7 +1,9 @@
 """Shared pieces of the source adapters: the problem record, the adapter interface, the registry and helpers.
 
 An adapter turns one input format into :class:`~echo_builder.records.Post` records. It never raises on bad data:
-it yields a :class:`RecordProblem` for each record it cannot read and goes on with the next one. Files are opened,
+it yields a :class:`RecordProblem` for each record it cannot read and goes on with the next one. Each record is
+converted inside :func:`guarded`, which turns any exception (a wrong JSON type, a date that overflows once in UTC,
+a count too large for 64 bits, an adapter bug) into one problem for that record. Files are opened,
 decoded and parsed by :mod:`echo_builder.sources.reader`, which hands each adapter already-parsed JSON
 :class:`Document` values (one per file, or one per line of a JSON Lines file); the collection adapter reads a
 folder instead.
@@ -10,6 +12,7 @@ folder instead.
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -33,19 +36,24 @@ __all__ = [
     "as_count",
     "as_str",
     "build_post",
+    "clean_json",
+    "clean_text",
     "counts",
     "format_path",
     "get_dict",
     "get_list",
     "get_source",
     "guarded",
+    "has_surrogate_escape",
     "join_location",
     "list_sources",
     "make_media",
     "parse_timestamp",
     "positive_int",
+    "preview",
     "register_source",
     "registered_sources",
+    "surrogate_note",
     "unescape_entities",
     "validation_summary",
 ]
@@ -85,11 +93,14 @@ class Document:
         value: the parsed value (dict, list, str, number, bool or None); ``None`` without parsing for adapters
             that set ``reads_line_text``.
         text: the line's text for JSON Lines input, else ``None``.
+        repaired: how many strings of ``value`` held a lone UTF-16 surrogate, replaced by U+FFFD when parsed
+            (the reader records a note for them).
     """
 
     location: str
     value: Any
     text: str | None = None
+    repaired: int = 0
 
 
 @dataclass
@@ -249,8 +260,11 @@ _MONTHS = {
 }
 
 
-def _twitter_time(text: str) -> datetime | None:
-    """X's legacy format ``"Thu Apr 20 23:21:13 +0000 2023"`` (locale-independent), or ``None``."""
+def _twitter_time(text: str, what: str) -> datetime | None:
+    """X's legacy format ``"Thu Apr 20 23:21:13 +0000 2023"`` (locale-independent), or ``None``.
+
+    Raises :class:`BadRecord` when the time is well formed but falls outside ``datetime``'s range in UTC.
+    """
     parts = text.split()
     if len(parts) != 6 or parts[1] not in _MONTHS:
         return None
@@ -259,18 +273,31 @@ def _twitter_time(text: str) -> datetime | None:
         hh, mm, ss = (int(x) for x in clock.split(":"))
         sign = -1 if offset.startswith("-") else 1
         off = timedelta(hours=int(offset[1:3]), minutes=int(offset[3:5])) * sign
-        return datetime(int(year), _MONTHS[month], int(day), hh, mm, ss, tzinfo=timezone(off)).astimezone(
-            timezone.utc
-        )
-    except (ValueError, IndexError):
+        local = datetime(int(year), _MONTHS[month], int(day), hh, mm, ss, tzinfo=timezone(off))
+    except (ValueError, IndexError, OverflowError):
         return None
+    return _to_utc(local, text, what)
+
+
+def _to_utc(value: datetime, given: Any, what: str) -> datetime:
+    """``value`` in UTC (naive means UTC); :class:`BadRecord` when the conversion leaves ``datetime``'s range
+    (``9999-12-31T23:00:00-05:00``, ``0001-01-01T00:00:00+01:00``)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    try:
+        return value.astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        raise BadRecord(
+            f"{what} {preview(given)} is out of range: converted to UTC it falls outside years 1-9999"
+        ) from None
 
 
 def parse_timestamp(value: Any, what: str = "timestamp") -> datetime | None:
     """A UTC-aware datetime from an ISO 8601 string (``Z`` or offset; naive means UTC), X's legacy
     ``"Thu Apr 20 23:21:13 +0000 2023"`` format, or Unix seconds (int, float or digit string).
 
-    ``None`` and ``""`` give ``None``. Raises :class:`BadRecord` for anything else.
+    ``None`` and ``""`` give ``None``. Raises :class:`BadRecord` for anything else, including dates that fall
+    outside years 1-9999 once converted to UTC and numbers of seconds too large for a date.
     """
     if value is None or value == "":
         return None
@@ -278,34 +305,33 @@ def parse_timestamp(value: Any, what: str = "timestamp") -> datetime | None:
         raise BadRecord(f"{what} must be a date string or Unix seconds, got {value!r}")
     seconds: float | None = None
     if isinstance(value, (int, float)):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an integer beyond float's range
+            raise BadRecord(f"{what} {preview(value)} is out of range for a date") from None
     elif isinstance(value, str):
         stripped = value.strip()
         try:
             seconds = float(stripped) if stripped.replace(".", "", 1).isdigit() else None
-        except ValueError:
+        except (ValueError, OverflowError):
             seconds = None
         if seconds is None:
-            legacy = _twitter_time(stripped)
+            legacy = _twitter_time(stripped, what)
             if legacy is not None:
                 return legacy
             try:
                 parsed = _DATETIME.validate_python(stripped)
             except ValidationError:
-                raise BadRecord(f"{what} {value!r} is not an ISO 8601 date or Unix seconds") from None
-            return (
-                parsed.replace(tzinfo=timezone.utc)
-                if parsed.tzinfo is None
-                else parsed.astimezone(timezone.utc)
-            )
+                raise BadRecord(f"{what} {preview(value)} is not an ISO 8601 date or Unix seconds") from None
+            return _to_utc(parsed, value, what)
     else:
         raise BadRecord(f"{what} must be a date string or Unix seconds, got {type(value).__name__}")
     if not math.isfinite(seconds):
-        raise BadRecord(f"{what} {value!r} is not a finite number of seconds")
+        raise BadRecord(f"{what} {preview(value)} is not a finite number of seconds")
     try:
         return datetime.fromtimestamp(seconds, tz=timezone.utc)
     except (OverflowError, OSError, ValueError):
-        raise BadRecord(f"{what} {value!r} is out of range for a date") from None
+        raise BadRecord(f"{what} {preview(value)} is out of range for a date") from None
 
 
 def as_str(value: Any, what: str, *, required: bool = False) -> str | None:
@@ -315,23 +341,43 @@ def as_str(value: Any, what: str, *, required: bool = False) -> str | None:
             raise BadRecord(f"missing {what}")
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise BadRecord(f"{what} must be a string, got {type(value).__name__} {_preview(value)}")
+        raise BadRecord(f"{what} must be a string, got {type(value).__name__} {preview(value)}")
     return str(value)
 
 
+#: the largest count kept: a signed 64-bit integer, what Parquet and SQLite columns hold
+MAX_COUNT = 2**63 - 1
+
+
 def as_count(value: Any, what: str) -> int | None:
-    """A non-negative count from an int or a digit string (X sends view counts as strings); ``None`` if absent."""
+    """A count from an int or a digit string (X sends view counts as strings); ``None`` if absent.
+
+    Raises :class:`BadRecord` for other types and for counts above :data:`MAX_COUNT` (2**63 - 1). Negative
+    integers are returned as given (``Post`` refuses them with a clear message).
+    """
     if value is None:
         return None
     if isinstance(value, bool):
         raise BadRecord(f"{what} must be a count, got {value!r}")
+    n: int | None = None
+    if isinstance(value, float) and math.isinf(
+        value
+    ):  # also a JSON integer past 4,300 digits (read as a float)
+        raise BadRecord(f"{what} {preview(value)} is out of range for a count (at most 2**63 - 1)")
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        return int(value.strip())
-    raise BadRecord(f"{what} must be a count, got {_preview(value)}")
+        n = value
+    elif isinstance(value, float) and value.is_integer():
+        n = int(value)
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        digits = value.strip().lstrip("0") or "0"
+        if len(digits) > 19:  # int() of a 5,000-digit string raises; anything this long is out of range
+            raise BadRecord(f"{what} {preview(value)} is out of range for a count (at most 2**63 - 1)")
+        n = int(digits)
+    if n is None:
+        raise BadRecord(f"{what} must be a count, got {preview(value)}")
+    if n > MAX_COUNT:
+        raise BadRecord(f"{what} {preview(value)} is out of range for a count (at most 2**63 - 1)")
+    return n
 
 
 def counts(pairs: Iterable[tuple[str, Any, str]]) -> dict[str, int]:
@@ -344,9 +390,15 @@ def counts(pairs: Iterable[tuple[str, Any, str]]) -> dict[str, int]:
     return out
 
 
-def _preview(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
+def preview(value: Any, limit: int = 60) -> str:
+    """A short ``repr`` of ``value`` for messages (never raises: a value too deep to show gives its type)."""
+    if isinstance(value, str) and len(value) > limit:
+        value = value[: limit + 1]  # repr of a 30 MB string is not needed to show 60 characters
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):
+        return f"<{type(value).__name__}>"
+    return clean_text(text if len(text) <= limit else text[:limit] + "...")[0]
 
 
 def build_post(
@@ -356,9 +408,17 @@ def build_post(
 
     ``raw`` is stored only when ``ctx.keep_raw`` (or ``always_raw``: for sources whose ``raw`` carries data later
     stages need, such as a collection's ``needs_input_image``); when only the raw object fails validation (nested
-    deeper than pydantic's limit, a NaN, a non-string key) the post is kept without it and a note says so.
+    deeper than pydantic's limit, a NaN, a non-string key) the post is kept without it and a note says so. A
+    lone surrogate left in a string field is replaced by U+FFFD, with a note.
     """
     keep = ctx.keep_raw or always_raw
+    repaired = 0
+    for key, value in fields.items():  # parsed JSON and YAML were cleaned already; names of files were not
+        if isinstance(value, str):
+            fields[key], n = clean_text(value)
+            repaired += n > 0
+    if repaired:
+        yield ctx.problem(location, surrogate_note(repaired), "note")
     try:
         yield Post(**fields, raw=raw if keep else None)
         return
@@ -391,10 +451,12 @@ def validation_summary(exc: ValidationError) -> str:
 
 
 def guarded(ctx: FileContext, location: str, make: Callable[[], Iterable[Item]]) -> Iterator[Item]:
-    """Run ``make()`` and pass its items on; a malformed record becomes one problem at ``location``.
+    """Run ``make()`` and pass its items on; a record that cannot be converted becomes one problem at ``location``.
 
-    Catches :class:`BadRecord`, :class:`RecordError` and the errors that wrongly shaped JSON causes in plain
-    Python access (``KeyError``, ``TypeError``, ``AttributeError``, ``ValueError``, ``RecursionError``).
+    Every exception but :class:`MemoryError` is caught: :class:`BadRecord` and :class:`RecordError` give their
+    message; the errors that wrongly shaped JSON causes in plain Python access (``KeyError``, ``TypeError``,
+    ``AttributeError``, ``ValueError``, ``OverflowError`` ...) give ``unexpected record shape (<type>: <message>)``.
+    One record's problem never ends the reading of the records after it.
     """
     try:
         items = list(make())
@@ -407,10 +469,100 @@ def guarded(ctx: FileContext, location: str, make: Callable[[], Iterable[Item]])
     except RecursionError:
         yield ctx.problem(location, "record nested too deeply to read")
         return
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        yield ctx.problem(location, f"unexpected record shape ({type(exc).__name__}: {exc})")
+    except MemoryError:
+        raise
+    except Exception as exc:  # any per-record failure stays with its record
+        yield ctx.problem(location, clean_text(f"unexpected record shape ({type(exc).__name__}: {exc})")[0])
         return
     yield from items
+
+
+# ------------------------------------------------------------------------------- text that is not valid Unicode
+
+# a \uD800-\uDFFF escape in JSON text that is not half of a pair: the only way a parsed JSON string can hold a
+# surrogate, since the text itself was decoded as strict UTF-8 (which refuses encoded surrogates). A high half not
+# followed by a low escape, or a low half not preceded by a high escape: what is left once the pairs are removed.
+# An escaped backslash before "uD83D" can fake a pair (a real lone low half after the text \\uD83D), so text
+# holding "\\u" is walked instead.
+_SURROGATE_PAIR_ESCAPE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_ESCAPED_BACKSLASH_U = re.compile(r"\\\\u")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def has_surrogate_escape(text: str) -> bool:
+    """Whether parsing JSON ``text`` can give a string holding a lone surrogate.
+
+    A cheap filter on the text: ``False`` guarantees :func:`json.loads` gives none; ``True`` means look. Valid
+    pairs such as ``\\ud83d\\ude00`` (what ``ensure_ascii`` encoders write for an emoji) do not count, so ordinary
+    exports are not walked.
+    """
+    if "\\u" not in text or _SURROGATE_ESCAPE.search(text) is None:
+        return False
+    if _ESCAPED_BACKSLASH_U.search(text) is not None:
+        return True
+    return _SURROGATE_ESCAPE.search(_SURROGATE_PAIR_ESCAPE.sub("", text)) is not None
+
+
+def clean_text(text: str) -> tuple[str, int]:
+    """``text`` with every lone UTF-16 surrogate (U+D800-U+DFFF) replaced by U+FFFD, and how many were replaced.
+
+    A lone surrogate cannot be encoded as UTF-8, so it would break every later writer (JSON Lines, Parquet, the
+    call cache); it reaches Python strings from JSON escapes (``"\\ud83d"``), YAML escapes or file names that are
+    not valid UTF-8 (``surrogateescape``).
+    """
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text, 0
+    return _SURROGATE.subn(REPLACEMENT, text)
+
+
+def clean_json(value: Any) -> tuple[Any, int]:
+    """``value`` (parsed JSON or YAML: dicts, lists, scalars) with lone surrogates replaced in every string,
+    keys included, and the number of strings changed. Lists and dicts are changed in place (dicts rebuilt only
+    when a key changes); iterative, so deep values cannot exhaust the Python stack."""
+    if isinstance(value, str):
+        text, n = clean_text(value)
+        return text, int(n > 0)
+    changed = 0
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if any(isinstance(k, str) and not k.isascii() and _SURROGATE.search(k) for k in node):
+                items = list(node.items())
+                node.clear()
+                for k, v in items:
+                    if isinstance(k, str):
+                        k, n = clean_text(k)
+                        changed += n > 0
+                    node[k] = v
+            for k, v in node.items():
+                if isinstance(v, str):
+                    text, n = clean_text(v)
+                    if n:
+                        node[k] = text
+                        changed += 1
+                elif isinstance(v, (dict, list)):
+                    stack.append(v)
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                if isinstance(v, str):
+                    text, n = clean_text(v)
+                    if n:
+                        node[i] = text
+                        changed += 1
+                elif isinstance(v, (dict, list)):
+                    stack.append(v)
+    return value, changed
+
+
+def surrogate_note(count: int) -> str:
+    """The note recorded when :func:`clean_json` repaired ``count`` strings."""
+    return (
+        f"{count} string{'s' if count != 1 else ''} held a lone UTF-16 surrogate (such as a \\ud83d escape "
+        "without its pair), which is not valid Unicode; replaced by U+FFFD and the data kept"
+    )
 
 
 def get_dict(obj: Any, key: str) -> dict[str, Any]:
@@ -437,7 +589,7 @@ def positive_int(value: Any) -> int | None:
         n = as_count(value, "size")
     except BadRecord:
         return None
-    return n if n is not None and n >= 1 else None
+    return n if n is not None and 1 <= n <= 2**31 - 1 else None
 
 
 _MEDIA_TYPES = frozenset({"photo", "video", "animated_gif", "image"})

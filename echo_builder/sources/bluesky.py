@@ -42,8 +42,9 @@ Mapping to :class:`~echo_builder.records.Post`:
 - ``engagement``: ``likes``, ``reposts``, ``replies``, ``quotes``. ``raw``: the post view as given.
 
 Problems: ``notFoundPost`` and ``blockedPost`` nodes (deleted or blocked posts) are notes; a post view without an
-``at://`` URI, with a non-string text or an unreadable ``createdAt`` is reported at its JSON path
-(``thread.replies[2].post``) and skipped.
+``at://`` URI, with a non-string text or an unreadable ``createdAt`` (or one outside years 1-9999 in UTC) is
+reported at its JSON path (``thread.replies[2].post``) and skipped; ``replies`` that is not a list, or a
+``parent`` that is not a thread node, is reported (the posts inside it cannot be read).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ from echo_builder.sources.base import (
     join_location,
     make_media,
     parse_timestamp,
+    preview,
     register_source,
 )
 
@@ -101,6 +103,12 @@ def _is_thread_node(value: Any) -> bool:
     if isinstance(kind, str) and kind.startswith(_DEFS):
         return True
     return _is_post_view(value.get("post")) or value.get("notFound") is True or value.get("blocked") is True
+
+
+def _uri(node: dict[str, Any]) -> str:
+    """The node's ``uri`` for a message: as given when it is a string, else a short preview."""
+    uri = node.get("uri")
+    return uri if isinstance(uri, str) else preview(uri)
 
 
 def _aspect(value: Any) -> tuple[Any, Any]:
@@ -181,13 +189,11 @@ class BlueskySource(SourceAdapter):
         if _is_thread_node(value.get("thread")):
             return True
         posts, feed = value.get("posts"), value.get("feed")
-        if isinstance(posts, list) and posts and _is_post_view(posts[0]):
+        # any of the first entries: a malformed first one must not hide the others
+        if isinstance(posts, list) and any(_is_post_view(p) for p in posts[:50]):
             return True
-        if (
-            isinstance(feed, list)
-            and feed
-            and isinstance(feed[0], dict)
-            and _is_post_view(feed[0].get("post"))
+        if isinstance(feed, list) and any(
+            isinstance(f, dict) and _is_post_view(f.get("post")) for f in feed[:50]
         ):
             return True
         return _is_post_view(value) or (_is_thread_node(value) and "post" in value)
@@ -221,18 +227,29 @@ class BlueskySource(SourceAdapter):
 
     def _thread(self, node: Any, path: str, at: Any, ctx: FileContext) -> Iterator[Item]:
         ancestors: list[tuple[Any, str]] = []
-        parent, parent_path = get_dict(node, "parent"), f"{path}.parent" if path else "parent"
-        while parent:
+        parent_path = f"{path}.parent" if path else "parent"
+        parent = node.get("parent") if isinstance(node, dict) else None
+        while parent is not None:
+            if not isinstance(parent, dict):  # the ancestors above are lost with it: say so
+                ancestors.append((parent, parent_path))
+                break
             ancestors.append((parent, parent_path))
-            parent, parent_path = get_dict(parent, "parent"), parent_path + ".parent"
+            parent, parent_path = parent.get("parent"), parent_path + ".parent"
         for anc, anc_path in reversed(ancestors):
             yield from self._node(anc, anc_path, at, ctx)
         stack: list[tuple[Any, str]] = [(node, path)]
         while stack:
             current, current_path = stack.pop()
             yield from self._node(current, current_path, at, ctx)
-            replies = get_list(current, "replies")
             prefix = f"{current_path}.replies" if current_path else "replies"
+            replies = current.get("replies") if isinstance(current, dict) else None
+            if replies is not None and not isinstance(replies, list):
+                yield ctx.problem(
+                    at(prefix),
+                    f"replies must be a list of thread nodes, got {type(replies).__name__}; skipped",
+                )
+                continue
+            replies = replies or []
             stack.extend((replies[i], f"{prefix}[{i}]") for i in range(len(replies) - 1, -1, -1))
 
     def _node(self, node: Any, path: str, at: Any, ctx: FileContext) -> Iterator[Item]:
@@ -241,18 +258,19 @@ class BlueskySource(SourceAdapter):
             return
         kind = node.get("$type", "")
         if kind == _DEFS + "notFoundPost" or node.get("notFound") is True:
-            yield ctx.problem(at(path), f"post {node.get('uri')} not found (deleted?); skipped", "note")
+            yield ctx.problem(at(path), f"post {_uri(node)} not found (deleted?); skipped", "note")
         elif kind == _DEFS + "blockedPost" or node.get("blocked") is True:
-            yield ctx.problem(at(path), f"post {node.get('uri')} is blocked; skipped", "note")
+            yield ctx.problem(at(path), f"post {_uri(node)} is blocked; skipped", "note")
         elif "post" in node:
             yield from self._node_post(node["post"], at(f"{path}.post" if path else "post"), ctx)
         else:
-            yield ctx.problem(at(path), f"unknown thread node type {kind or sorted(node)[:6]!r}; skipped")
+            what = preview(kind) if kind else repr(sorted(str(k) for k in node)[:6])
+            yield ctx.problem(at(path), f"unknown thread node type {what}; skipped")
 
     def _node_post(self, view: Any, location: str, ctx: FileContext) -> Iterator[Item]:
         if isinstance(view, dict) and (view.get("notFound") is True or view.get("blocked") is True):
             state = "not found (deleted?)" if view.get("notFound") is True else "blocked"
-            yield ctx.problem(location, f"post {view.get('uri')} {state}; skipped", "note")
+            yield ctx.problem(location, f"post {_uri(view)} {state}; skipped", "note")
             return
         yield from guarded(ctx, location, lambda: self._post(view, location, ctx, embedded=False))
 
@@ -260,8 +278,7 @@ class BlueskySource(SourceAdapter):
         if not isinstance(view, dict):
             raise BadRecord(f"expected a post view object, got {type(view).__name__}")
         uri = as_str(view.get("uri"), "uri", required=True)
-        assert uri is not None
-        if not uri.startswith("at://"):
+        if uri is None or not uri.startswith("at://"):
             raise BadRecord(f"post uri must start with at://, got {uri!r}")
         record_key = "value" if embedded else "record"
         if not isinstance(view.get(record_key), dict):  # else the post would be kept with no text and no date

@@ -32,8 +32,10 @@ Mapping to :class:`~echo_builder.records.Post`:
   collection), ``collection``, ``case``, ``case_dir`` and ``attribution`` (``ATTRIBUTION.yml`` or ``None``).
 
 Problems (reported at ``cases/<n>`` and skipped): no ``case.yml``, a file that is not UTF-8 or not valid YAML, a
-top level that is not a mapping, a missing or empty ``prompt``, YAML that expands past 100,000 values (alias
-bombs). An unreadable ``ATTRIBUTION.yml`` is a note; the case is kept.
+top level that is not a mapping, a missing or empty ``prompt`` (or one that is not text), YAML that expands past
+100,000 values (alias bombs), a ``case.yml`` over 8 MiB. An unreadable ``ATTRIBUTION.yml`` is a note; the case is
+kept. A lone UTF-16 surrogate (a ``"\\uD83D"`` YAML escape, or a case folder name that is not UTF-8) is replaced
+by U+FFFD with a note; an example image whose path is not UTF-8 is ignored with a note.
 """
 
 from __future__ import annotations
@@ -51,9 +53,11 @@ from echo_builder.sources.base import (
     Item,
     SourceAdapter,
     build_post,
+    clean_text,
     guarded,
     make_media,
     register_source,
+    surrogate_note,
 )
 
 __all__ = ["CollectionSource"]
@@ -64,14 +68,26 @@ _MAX_DEPTH = 64
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _case_key(path: Path) -> tuple[int, int, str]:
+def _case_key(path: Path) -> tuple[int, int, str, str]:
+    """Numbered cases first, in numeric order (compared by length then digits: ``int()`` of a 5,000-digit name
+    would raise), then the other names."""
     name = path.name
-    return (0, int(name), name) if name.isascii() and name.isdigit() else (1, 0, name)
+    if name.isascii() and name.isdigit():
+        digits = name.lstrip("0") or "0"
+        return (0, len(digits), digits, name)
+    return (1, 0, "", name)
 
 
-def _jsonable(value: Any) -> Any:
-    """A JSON-compatible copy of a YAML value: dates as ISO strings, keys as strings; bounded in size and depth."""
+def _jsonable(value: Any, repaired: list[int] | None = None) -> Any:
+    """A JSON-compatible copy of a YAML value: dates as ISO strings, keys as strings, lone surrogates (from YAML
+    ``"\\ud83d"`` escapes) replaced by U+FFFD and counted in ``repaired[0]``; bounded in size and depth."""
     budget = [_MAX_VALUES]
+    fixed = repaired if repaired is not None else [0]
+
+    def text(s: str) -> str:
+        cleaned, n = clean_text(s)
+        fixed[0] += n > 0
+        return cleaned
 
     def convert(v: Any, depth: int) -> Any:
         budget[0] -= 1
@@ -79,26 +95,37 @@ def _jsonable(value: Any) -> Any:
             raise BadRecord(f"YAML expands to more than {_MAX_VALUES:,} values (alias bomb?)")
         if depth > _MAX_DEPTH:
             raise BadRecord(f"YAML nested deeper than {_MAX_DEPTH} levels")
-        if v is None or isinstance(v, (str, bool, int)):
+        if isinstance(v, str):
+            return text(v)
+        if v is None or isinstance(v, (bool, int)):
             return v
         if isinstance(v, float):
             return v if v == v and v not in (float("inf"), float("-inf")) else str(v)
         if isinstance(v, (dt.date, dt.datetime, dt.time)):
             return v.isoformat()
         if isinstance(v, dict):
-            return {str(k): convert(x, depth + 1) for k, x in v.items()}
+            return {text(str(k)): convert(x, depth + 1) for k, x in v.items()}
         if isinstance(v, (list, tuple, set, frozenset)):
             items = sorted(v, key=repr) if isinstance(v, (set, frozenset)) else v
             return [convert(x, depth + 1) for x in items]
         if isinstance(v, bytes):
             raise BadRecord("YAML holds binary data (!!binary); expected text")
-        return str(v)
+        return text(str(v))
 
     return convert(value, 0)
 
 
+#: the largest case.yml / ATTRIBUTION.yml read (a case is a few KB of text)
+MAX_YAML_BYTES = 8 * 1024**2
+
+
 def _load_yaml(path: Path) -> Any:
     try:
+        size = path.stat().st_size
+        if size > MAX_YAML_BYTES:
+            raise BadRecord(
+                f"{path.name} is {size:,} bytes, over the {MAX_YAML_BYTES:,}-byte limit for a case file"
+            )
         text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise BadRecord(
@@ -107,7 +134,14 @@ def _load_yaml(path: Path) -> Any:
     except OSError as exc:
         raise BadRecord(f"cannot read {path.name} ({exc.strerror or exc})") from None
     try:
-        return yaml.load(text, Loader=_Loader)  # a safe loader (CSafeLoader or SafeLoader)
+        try:
+            return yaml.load(text, Loader=_Loader)  # a safe loader (CSafeLoader or SafeLoader)
+        except yaml.YAMLError as exc:
+            # libyaml refuses a "\uD83D" escape (a lone surrogate) that PyYAML's own safe loader reads; read it
+            # that way so the text is repaired like any other source's (U+FFFD, with a note) instead of lost
+            if _Loader is yaml.SafeLoader or "Unicode character escape" not in str(exc):
+                raise
+            return yaml.load(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
@@ -147,11 +181,14 @@ class CollectionSource(SourceAdapter):
             yield ctx.problem(None, "not a prompt collection: no cases/ folder")
             return
         root = folder.resolve()
-        dirs = sorted(
-            (d for d in cases.iterdir() if d.is_dir() and not d.name.startswith(".")), key=_case_key
-        )
+        try:
+            entries = list(cases.iterdir())
+        except OSError as exc:
+            yield ctx.problem("cases", f"cannot list the cases ({exc.strerror or exc})")
+            return
+        dirs = sorted((d for d in entries if d.is_dir() and not d.name.startswith(".")), key=_case_key)
         for case_dir in dirs:
-            location = f"cases/{case_dir.name}"
+            location = f"cases/{clean_text(case_dir.name)[0]}"
             yield from guarded(
                 ctx,
                 location,
@@ -165,7 +202,8 @@ class CollectionSource(SourceAdapter):
         loaded = _load_yaml(case_file)
         if not isinstance(loaded, dict):
             raise BadRecord(f"case.yml must be a mapping of fields, got {type(loaded).__name__}")
-        case = _jsonable(loaded)
+        repaired = [0]
+        case = _jsonable(loaded, repaired)
         prompt = case.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise BadRecord(f"case.yml has no prompt (expected non-empty text, got {prompt!r})")
@@ -174,15 +212,25 @@ class CollectionSource(SourceAdapter):
         attribution_file = case_dir / "ATTRIBUTION.yml"
         if attribution_file.is_file():
             try:
-                attribution = _jsonable(_load_yaml(attribution_file))
+                attribution = _jsonable(_load_yaml(attribution_file), repaired)
             except BadRecord as exc:
                 notes.append(ctx.problem(location, f"ATTRIBUTION.yml ignored: {exc}", "note"))
+        if repaired[0]:
+            notes.insert(0, ctx.problem(location, surrogate_note(repaired[0]), "note"))
         images: list[Path] = []
         named = case.get("image")
         case_root = case_dir.resolve()
         if isinstance(named, str) and named.strip():
-            candidate = (case_dir / named.strip()).resolve()
-            if not candidate.is_relative_to(case_root):
+            try:
+                candidate: Path | None = (case_dir / named.strip()).resolve()
+            except (OSError, ValueError) as exc:  # a NUL in the name, a link loop
+                candidate = None
+                notes.append(
+                    ctx.problem(location, f"image {named!r} cannot be used ({exc}); ignored", "note")
+                )
+            if candidate is None:
+                pass
+            elif not candidate.is_relative_to(case_root):
                 notes.append(
                     ctx.problem(location, f"image {named!r} points outside the case folder; ignored", "note")
                 )
@@ -202,6 +250,16 @@ class CollectionSource(SourceAdapter):
                             location, f"{p.name} is a link to a file outside the case folder; ignored", "note"
                         )
                     )
+        for image in list(images):  # a path that is not valid UTF-8 could be neither stored nor opened again
+            if clean_text(str(image))[1]:
+                images.remove(image)
+                notes.append(
+                    ctx.problem(
+                        location,
+                        f"image {clean_text(image.name)[0]!r}: its path is not valid UTF-8; ignored",
+                        "note",
+                    )
+                )
         alt = _text(case, "alt_text") or _text(case, "alt_text_en") or None
         urls = _source_urls(case.get("source_links"))
         relative = [p.relative_to(root).as_posix() if p.is_relative_to(root) else str(p) for p in images]
@@ -212,13 +270,13 @@ class CollectionSource(SourceAdapter):
             ),
             "source_urls": urls,
             "example_images": relative,
-            "collection": root.name,
-            "case": case_dir.name,
-            "case_dir": f"cases/{case_dir.name}",
+            "collection": clean_text(root.name)[0],
+            "case": clean_text(case_dir.name)[0],
+            "case_dir": f"cases/{clean_text(case_dir.name)[0]}",
             "attribution": attribution,
         }
         author = case.get("author")
-        post_id = f"collection:{root.name}/{case_dir.name}"
+        post_id = f"collection:{clean_text(root.name)[0]}/{clean_text(case_dir.name)[0]}"
         yield from notes
         yield from build_post(
             ctx,

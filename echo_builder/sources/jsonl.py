@@ -7,7 +7,8 @@ file holding one such object or a list of them is read too (locations ``[i]``).
 Mapping: none; each line is validated with ``Post.model_validate_json``, so a written file reads back equal.
 
 Problems: a line that is not valid JSON or does not validate as a ``Post`` (unknown field, id not namespaced with
-its platform, negative count, naive-but-invalid date ...) is reported with its line number and skipped.
+its platform, negative count, a date out of range once converted to UTC ...) is reported with its line number and
+skipped. A lone UTF-16 surrogate (``"\\ud83d"``) is replaced by U+FFFD, with a note.
 
 Detected when the first record is an object with a string ``platform`` from :data:`~echo_builder.ids.PLATFORMS`
 and an ``id`` starting with ``"<platform>:"``.
@@ -15,6 +16,7 @@ and an ``id`` starting with ``"<platform>:"``.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -30,8 +32,12 @@ from echo_builder.sources.base import (
     FileContext,
     Item,
     SourceAdapter,
+    clean_json,
+    clean_text,
+    has_surrogate_escape,
     join_location,
     register_source,
+    surrogate_note,
     validation_summary,
 )
 
@@ -75,12 +81,27 @@ class JsonlSource(SourceAdapter):
     @staticmethod
     def _one(ctx: FileContext, location: str, value: Any, *, json_text: bool) -> Iterator[Item]:
         try:
+            if json_text and has_surrogate_escape(value):
+                # pydantic's JSON parser refuses a lone surrogate escape outright; parse with json, repair, validate
+                try:
+                    parsed, repaired = clean_json(json.loads(value))
+                except json.JSONDecodeError:
+                    parsed, repaired = None, 0
+                if parsed is not None:
+                    json_text, value = False, parsed
+                    if repaired:
+                        yield ctx.problem(location, surrogate_note(repaired), "note")
             post = Post.model_validate_json(value) if json_text else Post.model_validate(value)
         except ValidationError as exc:
             yield ctx.problem(location, f"not a valid Post: {validation_summary(exc)}")
             return
         except RecursionError:
             yield ctx.problem(location, "record nested too deeply to read")
+            return
+        except MemoryError:
+            raise
+        except Exception as exc:  # any failure converting this line stays with this line
+            yield ctx.problem(location, clean_text(f"not a valid Post ({type(exc).__name__}: {exc})")[0])
             return
         yield post if ctx.keep_raw or post.raw is None else post.model_copy(update={"raw": None})
 

@@ -35,8 +35,9 @@ Mapping to :class:`~echo_builder.records.Post`:
 - ``raw``: the object as given (a listing comment without its nested ``replies``).
 
 Problems: a record that is neither a submission (``title``) nor a comment (``body``), has no ``id``, or has an
-unreadable ``created_utc`` is reported with its line (and JSON path inside a listing) and skipped; a ``more``
-stub (comments not loaded) is a note.
+unreadable ``created_utc`` (or one outside years 1-9999) is reported with its line (and JSON path inside a
+listing) and skipped; a listing whose ``children`` is not a list is reported; a ``more`` stub (comments not loaded)
+is a note. An image post (``post_hint`` ``image``) without a ``url`` falls back to its preview images.
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ def _is_item(value: Any) -> bool:
 
 def _fullname(value: Any, prefix: str, what: str) -> str:
     text = as_str(value, what, required=True)
-    assert text is not None
+    if text is None:  # as_str(required=True) raises first; no assert on input data
+        raise BadRecord(f"missing {what}")
     return text if text.startswith(("t1_", "t3_")) else prefix + text
 
 
@@ -155,9 +157,11 @@ def _media(item: dict[str, Any], submission: bool) -> tuple[MediaRef, ...]:
         return found
     previews = [p for p in get_list(get_dict(item, "preview"), "images") if isinstance(p, dict)]
     link = as_str(item.get("url"), "url")
-    if item.get("post_hint") == "image" or (link and _IMAGE_URL.search(link) and not item.get("is_self")):
+    image_post = item.get("post_hint") == "image" or (
+        link and _IMAGE_URL.search(link) and not item.get("is_self")
+    )
+    if image_post and link:  # an image post without a url (null, "") falls back to its preview images
         source = get_dict(previews[0], "source") if previews else {}
-        assert link is not None
         url = unescape_entities(link)
         kind = "animated_gif" if url.lower().split("?")[0].endswith(".gif") else "photo"
         return (make_media(url=url, type=kind, width=source.get("width"), height=source.get("height")),)
@@ -202,7 +206,14 @@ class RedditSource(SourceAdapter):
             if isinstance(node, list):
                 stack.extend((node[i], (*path, i)) for i in range(len(node) - 1, -1, -1))
             elif _is_listing(node):
-                children = get_list(node["data"], "children")
+                children = node["data"].get("children")
+                if children is not None and not isinstance(children, list):
+                    yield ctx.problem(
+                        join_location(document.location, format_path((*path, "data", "children"))),
+                        f"listing children must be a list, got {type(children).__name__}; skipped",
+                    )
+                    continue
+                children = children or []
                 stack.extend(
                     (children[i], (*path, "data", "children", i)) for i in range(len(children) - 1, -1, -1)
                 )
@@ -259,8 +270,7 @@ class RedditSource(SourceAdapter):
             if parent_raw is None:
                 parent = link
             else:
-                text_parent = as_str(parent_raw, "parent_id", required=True)
-                assert text_parent is not None
+                text_parent = as_str(parent_raw, "parent_id", required=True) or link
                 parent = (
                     text_parent
                     if text_parent.startswith(("t1_", "t3_"))

@@ -36,8 +36,10 @@ retweet (``referenced_tweets`` type ``retweeted``) is not a post of its own: it 
 original arrives through ``includes.tweets``. Entries of ``errors`` (deleted or protected referenced tweets)
 become notes.
 
-Problems: a tweet without a string ``id`` or ``text``, with an unparseable date or a non-numeric count is
-reported at its JSON path (``data[3]``, ``line 2: includes.tweets[0]``) and skipped.
+Problems: a tweet without a string ``id`` or ``text``, with an unparseable date (or one outside years 1-9999 in
+UTC), a non-numeric count or one beyond 2**63 - 1 is reported at its JSON path (``data[3]``,
+``line 2: includes.tweets[0]``) and skipped; ``includes`` that is not an object, or ``includes.tweets`` that is
+not a list, is reported too.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from echo_builder.sources.base import (
     join_location,
     make_media,
     parse_timestamp,
+    preview,
     register_source,
     unescape_entities,
 )
@@ -98,8 +101,8 @@ def _is_response(value: Any) -> bool:
     data = value.get("data")
     if _is_tweet(data):
         return True
-    if isinstance(data, list):
-        return _is_tweet(data[0]) if data else isinstance(value.get("meta"), dict)
+    if isinstance(data, list):  # any of the first tweets: a malformed first one must not hide the page
+        return any(_is_tweet(t) for t in data[:50]) if data else isinstance(value.get("meta"), dict)
     if data is None:  # a page with only referenced tweets, or an empty search page
         meta = value.get("meta")
         return isinstance(value.get("includes"), dict) or (isinstance(meta, dict) and "result_count" in meta)
@@ -149,6 +152,9 @@ class XApiSource(SourceAdapter):
                     )
             return
         includes = get_dict(obj, "includes")
+        if obj.get("includes") is not None and not isinstance(obj.get("includes"), dict):
+            kind = type(obj.get("includes")).__name__
+            yield ctx.problem(where("includes"), f"includes must be an object, got {kind}; skipped")
         users = {
             str(u["id"]): u
             for u in get_list(includes, "users")
@@ -165,6 +171,12 @@ class XApiSource(SourceAdapter):
             tweets.extend((f"data[{i}]", t) for i, t in enumerate(data))
         elif data is not None:
             tweets.append(("data", data))
+        included = includes.get("tweets")
+        if included is not None and not isinstance(included, list):
+            yield ctx.problem(
+                where("includes.tweets"),
+                f"includes.tweets must be a list, got {type(included).__name__}; skipped",
+            )
         tweets.extend((f"includes.tweets[{i}]", t) for i, t in enumerate(get_list(includes, "tweets")))
         for path, tweet in tweets:
             loc = where(path)
@@ -173,10 +185,10 @@ class XApiSource(SourceAdapter):
             )
         for i, err in enumerate(get_list(obj, "errors")):
             if isinstance(err, dict):
-                parts = [str(err[k]) for k in ("title", "detail") if err.get(k)]
-                text = ": ".join(parts) or str(err)
+                parts = [preview(err[k], 200).strip("'") for k in ("title", "detail") if err.get(k)]
+                text = ": ".join(parts) or preview(err, 200)
             else:
-                text = str(err)
+                text = preview(err, 200)
             yield ctx.problem(where(f"errors[{i}]"), f"the API reported: {text}", "note")
 
     def _tweet(

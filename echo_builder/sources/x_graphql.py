@@ -39,8 +39,8 @@ that has no ``legacy``). Quoted tweets are posts too. A retweet wrapper (``legac
 passed over with a note, the original tweet inside it is read. Tombstones (``TweetTombstone``,
 ``TweetUnavailable``) and stubs that never get their content are notes.
 
-Problems: a tweet without an id or text, with an unparseable date or a non-numeric count, or a
-``tweet_results.result`` that is not an object, is reported at its JSON path
+Problems: a tweet without an id or text, with an unparseable date or a non-numeric count, a tweet-like object
+whose ``__typename`` is not a string, or a ``tweet_results.result`` that is not an object, is reported at its JSON path
 (``data.threaded_conversation_with_injections_v2.instructions[1].entries[4].content...``) and skipped.
 """
 
@@ -105,24 +105,76 @@ class _Found:
     full: bool = False
 
 
-def iter_graphql_tweets(value: Any) -> Iterator[tuple[str, dict[str, Any], _JPath]]:
+_RESULT_KEYS = frozenset({"tweet_results", "quoted_status_result", "retweeted_status_result"})
+_KNOWN_TYPES = _TWEET_TYPES | _GONE_TYPES
+
+
+def _not_a_tweet(result: Any) -> str | None:
+    """Why the ``result`` of a ``tweet_results`` (or quoted / retweeted result) is not a tweet, or ``None``."""
+    if not isinstance(result, dict):
+        return f"expected a tweet object, got {type(result).__name__}"
+    typename = result.get("__typename")
+    if typename is None:
+        if _is_bare_tweet(result) or isinstance(result.get("tweet"), dict):
+            return None
+        return f"expected a tweet object, got an object with keys {sorted(str(k) for k in result)[:8]}"
+    if not isinstance(typename, str):
+        return f"__typename must be a string, got {type(typename).__name__}; tweet skipped"
+    if typename == "TweetWithVisibilityResults" and not isinstance(result.get("tweet"), dict):
+        return f"TweetWithVisibilityResults without a tweet object (got {type(result.get('tweet')).__name__})"
+    if typename not in _KNOWN_TYPES:
+        return f"unknown __typename {typename[:60]!r} where a tweet was expected; skipped"
+    return None
+
+
+def iter_graphql_tweets(value: Any) -> Iterator[tuple[str, Any, _JPath]]:
     """Every tweet-like object in ``value`` in document order: ``("tweet", tweet, path)`` for tweets (unwrapping
-    ``TweetWithVisibilityResults``), ``("gone", node, path)`` for tombstones and ``("bad", result, path)`` for a
-    ``tweet_results.result`` that is not an object. Iterative: deep input cannot exhaust the Python stack."""
+    ``TweetWithVisibilityResults``), ``("gone", node, path)`` for tombstones, ``("empty", node, path)`` for a
+    ``tweet_results`` without a ``result``, and ``("bad", reason, path)`` for a
+    malformed one: the ``result`` of ``tweet_results`` / ``quoted_status_result`` / ``retweeted_status_result``
+    that is not a tweet, or an object with ``rest_id`` and ``legacy.full_text`` whose ``__typename`` is not a
+    string or not a tweet type. Iterative: deep input cannot exhaust the Python stack."""
     stack: list[tuple[Any, _JPath]] = [(value, None)]
     while stack:
         node, path = stack.pop()
         if isinstance(node, dict):
-            result = node.get("result") if path is not None and path[1] == "tweet_results" else None
-            if result is not None and not isinstance(result, dict):  # a malformed tweet: not passed over
-                yield "bad", result, (path, "result")
+            checked = False  # this node is a result already checked at its parent
+            if (
+                path is not None
+                and path[1] in _RESULT_KEYS
+                and "result" in node
+                and node["result"] is not None
+            ):
+                reason = _not_a_tweet(node["result"])
+                if reason is not None:  # a malformed tweet: reported, not passed over
+                    yield "bad", reason, (path, "result")
+            elif path is not None and path[1] == "tweet_results" and node.get("result") is None:
+                yield "empty", node, path
+            if (
+                path is not None
+                and path[1] == "result"
+                and path[0] is not None
+                and path[0][1] in _RESULT_KEYS
+            ):
+                checked = True
             typename = node.get("__typename")
-            if typename == "TweetWithVisibilityResults" and isinstance(node.get("tweet"), dict):
+            if typename is not None and not isinstance(typename, str):  # a list, an object, a number ...
+                if not checked and ("rest_id" in node or "legacy" in node):
+                    yield (
+                        "bad",
+                        f"__typename must be a string, got {type(typename).__name__}; tweet skipped",
+                        path,
+                    )
+            elif typename == "TweetWithVisibilityResults" and isinstance(node.get("tweet"), dict):
                 yield "tweet", node["tweet"], (path, "tweet")
             elif typename == "Tweet" or (typename is None and _is_bare_tweet(node)):
                 yield "tweet", node, path
             elif typename in _GONE_TYPES:
                 yield "gone", node, path
+            elif (
+                typename is not None and typename not in _KNOWN_TYPES and not checked and _is_bare_tweet(node)
+            ):
+                yield "bad", f"unknown __typename {typename[:60]!r} on a tweet; skipped", path
             children = list(node.items())
             stack.extend(
                 (child, (path, key)) for key, child in reversed(children) if isinstance(child, (dict, list))
@@ -156,7 +208,10 @@ class XGraphqlSource(SourceAdapter):
             node = queue.popleft()
             seen += 1
             if isinstance(node, dict):
-                if node.get("__typename") in _SNIFF_TYPES or any(k in node for k in _MARKER_KEYS):
+                typename = node.get("__typename")
+                if (isinstance(typename, str) and typename in _SNIFF_TYPES) or any(
+                    k in node for k in _MARKER_KEYS
+                ):
                     return True
                 if _is_bare_tweet(node):
                     return True
@@ -170,10 +225,14 @@ class XGraphqlSource(SourceAdapter):
         index: dict[str, _Found] = {}
         for kind, node, path in iter_graphql_tweets(document.value):
             if kind == "bad":
+                found.append(ctx.problem(join_location(document.location, _path_text(path)), node))
+                continue
+            if kind == "empty":
                 found.append(
                     ctx.problem(
                         join_location(document.location, _path_text(path)),
-                        f"expected a tweet object, got {type(node).__name__}",
+                        "tweet_results holds no tweet (removed, or not loaded in this response); skipped",
+                        "note",
                     )
                 )
                 continue

@@ -32,7 +32,6 @@ import email.utils
 import functools
 import hashlib
 import http.client
-import io
 import ipaddress
 import json
 import math
@@ -204,28 +203,14 @@ def media_key(ref: MediaRef) -> str:
 
 def _check_image(data: bytes, name: str) -> tuple[int, int, int, str]:
     """Decode ``data`` fully (first frame); return ``(width, height, n_frames, format)`` or raise ``_Permanent``."""
-    from PIL import Image, UnidentifiedImageError
-
     if not data:
         raise _Permanent("empty body (0 bytes)")
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            fmt, n_frames = img.format or "", int(getattr(img, "n_frames", 1) or 1)
-            if img.width * img.height > imaging.MAX_PIXELS:
-                raise _Permanent(
-                    f"{img.width}x{img.height} pixels is over the {imaging.MAX_PIXELS:,} pixel limit "
-                    "(decompression-bomb guard)"
-                )
-            img.verify()
-        rgb = imaging.load_rgb(data, name=name)
+    try:  # the one guarded decoder: every Pillow failure arrives as ImageError
+        img = imaging.open_image(data, name=name, verify=True)
+        fmt, n_frames = img.format or "", int(getattr(img, "n_frames", 1) or 1)
+        rgb = imaging.to_rgb8(img, name=name)
     except ImageError as exc:
         raise _Permanent(str(exc).removeprefix(f"{name}: ")) from None
-    except Image.DecompressionBombError as exc:
-        raise _Permanent(f"refused by the decompression-bomb guard ({exc})") from None
-    except UnidentifiedImageError:  # Pillow's message names the BytesIO object, whose address changes per run
-        raise _Permanent("cannot decode image (not an image format Pillow can identify)") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise _Permanent(f"cannot decode image ({exc})") from None
     return rgb.width, rgb.height, n_frames, fmt
 
 

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from echo_builder.backends.base import GenerationParams, ImagePart, Message, TextPart, image_part
 from echo_builder.backends.caller import CallRequest, ModelCaller
+from echo_builder.errors import ImageError
 from echo_builder.ids import sample_id
 from echo_builder.judge.prompts import quote_slot
 from echo_builder.records import BoundingBox, MediaRef, Sample
@@ -254,7 +255,6 @@ def run_screenshots(
     failure of its sample only.
     """
     from echo_builder.backends.boxes import box_format_prompt, resolve_box_format, to_original_frame
-    from echo_builder.errors import ImageError
     from echo_builder.imaging import load_rgb
 
     result = VlmStageResult(samples=list(samples))

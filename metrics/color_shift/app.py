@@ -29,8 +29,8 @@ def score(source, output):
 with gr.Blocks(title="Color shift") as demo:
     gr.Markdown("# Color shift\nHow far an edit moves the mean color (ECHO, arXiv 2510.15021).")
     with gr.Row():
-        source = gr.Image(type="pil", label="Input image")
-        output = gr.Image(type="pil", label="Output image")
+        source = gr.Image(type="filepath", image_mode=None, label="Input image")
+        output = gr.Image(type="filepath", image_mode=None, label="Output image")
     button = gr.Button("Compute")
     result = gr.Textbox(label="Result")
     with gr.Row():

@@ -30,8 +30,8 @@ with gr.Blocks(title="ECHO judge") as demo:
         "# ECHO judge\nRate an image-generation or editing output 1-10 with a VLM judge (arXiv 2510.15021)."
     )
     with gr.Row():
-        input_image = gr.Image(type="pil", label="Input image (optional, for editing)")
-        output = gr.Image(type="pil", label="Output image")
+        input_image = gr.Image(type="filepath", image_mode=None, label="Input image (optional, for editing)")
+        output = gr.Image(type="filepath", image_mode=None, label="Output image")
     prompt = gr.Textbox(label="Prompt")
     judge_spec = gr.Textbox(value="openai:gpt-4o", label="Judge backend spec")
     base_url = gr.Textbox(value="", label="OpenAI-compatible base URL (optional)")

@@ -9,6 +9,7 @@ import evaluate
 
 from echo_builder.citation import ECHO_BIBTEX, ECHO_PAPER_URL
 from echo_builder.judge.api import grade_outputs
+from echo_builder.scoring.module_inputs import LosslessImageInputs, restore, restore_lists
 
 _CITATION = """\
 @inproceedings{echo2026,
@@ -29,8 +30,9 @@ turned into scores.
 
 _KWARGS_DESCRIPTION = """\
 Args:
-    predictions: output images (PIL images or paths), one per sample.
-    references: lists of input images per sample (empty lists for text-to-image).
+    predictions: output images, one per sample (PIL images, numpy arrays, paths or encoded bytes).
+    references: the input image of each sample, or a list of input images per sample (empty lists for
+        text-to-image).
     prompts: the user prompts, one per sample.
     judges: backend specs, e.g. ["openai:gpt-4o"] or ["transformers:Qwen/Qwen2.5-VL-7B-Instruct"].
     judge_options: optional {spec: {option: value}} such as {"openai:gpt-4o": {"base_url": "http://localhost:8000/v1"}}.
@@ -42,13 +44,18 @@ Returns:
     scores: per-sample rating (mean over judges; NaN when every judge failed),
     statuses, raw_texts, nan_reasons: per judge and sample.
 Examples:
+    >>> import evaluate
+    >>> from PIL import Image
     >>> judge = evaluate.load("metrics/echo_judge")
-    >>> judge.compute(predictions=[out], references=[[inp]], prompts=["Add a hat"], judges=["openai:gpt-4o"])
+    >>> inp, out = Image.new("RGB", (64, 64), "grey"), Image.new("RGB", (64, 64), "navy")
+    >>> result = judge.compute(predictions=[out], references=[inp], prompts=["Make it blue"], judges=["openai:gpt-4o"])
+    >>> 1.0 <= result["echo_judge"] <= 10.0  # needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)
+    True
 """
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class EchoJudge(evaluate.Metric):
+class EchoJudge(LosslessImageInputs, evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
@@ -56,8 +63,8 @@ class EchoJudge(evaluate.Metric):
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features(
                 {
-                    "predictions": datasets.Image(),
-                    "references": datasets.Sequence(datasets.Image()),
+                    "predictions": datasets.Value("binary"),
+                    "references": datasets.Sequence(datasets.Value("binary")),
                     "prompts": datasets.Value("string"),
                 }
             ),
@@ -75,6 +82,7 @@ class EchoJudge(evaluate.Metric):
         mode="single",
         judge_prompt=None,
     ):
+        predictions, references = [restore(p) for p in predictions], restore_lists(references)
         report = grade_outputs(
             prompts,
             references,

@@ -20,8 +20,8 @@ def score(source, output, backend):
 with gr.Blocks(title="Face identity") as demo:
     gr.Markdown("# Face identity\nECHO's community-driven metric (arXiv 2510.15021).")
     with gr.Row():
-        source = gr.Image(type="pil", label="Input image")
-        output = gr.Image(type="pil", label="Output image")
+        source = gr.Image(type="filepath", image_mode=None, label="Input image")
+        output = gr.Image(type="filepath", image_mode=None, label="Output image")
     backend = gr.Dropdown(["dlib", "auraface"], value="dlib", label="Face backend")
     result = gr.Textbox(label="Result")
     gr.Button("Compute").click(score, [source, output, backend], result)

@@ -20,8 +20,8 @@ def score(source, output, weights):
 with gr.Blocks(title="Structure distance") as demo:
     gr.Markdown("# Structure distance\nECHO's community-driven metric (arXiv 2510.15021).")
     with gr.Row():
-        source = gr.Image(type="pil", label="Input image")
-        output = gr.Image(type="pil", label="Output image")
+        source = gr.Image(type="filepath", image_mode=None, label="Input image")
+        output = gr.Image(type="filepath", image_mode=None, label="Output image")
     weights = gr.Textbox(label="DINO weights file (empty: download from the Hub)")
     result = gr.Textbox(label="Result")
     gr.Button("Compute").click(score, [source, output, weights], result)

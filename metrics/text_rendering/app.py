@@ -24,7 +24,7 @@ with gr.Blocks(title="Text rendering") as demo:
     gr.Markdown(
         "# Text rendering\nA VLM judge proofreads the text in a generated image (ECHO, arXiv 2510.15021)."
     )
-    output = gr.Image(type="pil", label="Output image")
+    output = gr.Image(type="filepath", image_mode=None, label="Output image")
     prompt = gr.Textbox(label="Prompt")
     judge_spec = gr.Textbox(value="openai:gpt-4o", label="Judge backend spec")
     base_url = gr.Textbox(value="", label="OpenAI-compatible base URL (optional)")

@@ -8,6 +8,7 @@ import evaluate
 
 from echo_builder.citation import ECHO_BIBTEX, ECHO_PAPER_URL
 from echo_builder.judge.prompts import load_judge_prompt
+from echo_builder.scoring.module_inputs import LosslessImageInputs, restore
 from echo_builder.scoring.text import text_rendering
 
 _DESCRIPTION = """\
@@ -19,27 +20,33 @@ match exactly, free text must be coherent and fit. It rates 1-10 as [[N]] (the l
 
 _KWARGS_DESCRIPTION = """\
 Args:
-    predictions: output images, one per sample.
+    predictions: output images, one per sample (PIL images, numpy arrays, paths or encoded bytes).
     prompts: the prompts (what text was asked for).
     judges: backend specs, e.g. ["openai:gpt-4o"]; judge_options: {spec: {option: value}}; cache_dir: call cache.
     judge_prompt: optional judge prompt file (YAML, answer.kind rating; docs/reproducing-echo.md).
 Returns:
     text_rendering: mean over samples with a value, scores, nan_reasons, ratings (raw 1-10 per judge).
 Examples:
+    >>> import evaluate
+    >>> from PIL import Image, ImageDraw
     >>> metric = evaluate.load("metrics/text_rendering")
-    >>> metric.compute(predictions=[poster], prompts=['a poster that says "SALE"'], judges=["openai:gpt-4o"])
+    >>> poster = Image.new("RGB", (160, 60), "white")
+    >>> ImageDraw.Draw(poster).text((10, 20), "SALE", fill="black")
+    >>> result = metric.compute(predictions=[poster], prompts=['a poster that says "SALE"'], judges=["openai:gpt-4o"])
+    >>> 0.0 <= result["text_rendering"] <= 1.0  # needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)
+    True
 """
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class TextRendering(evaluate.Metric):
+class TextRendering(LosslessImageInputs, evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=ECHO_BIBTEX,
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features(
-                {"predictions": datasets.Image(), "prompts": datasets.Value("string")}
+                {"predictions": datasets.Value("binary"), "prompts": datasets.Value("string")}
             ),
             reference_urls=[ECHO_PAPER_URL],
         )
@@ -47,6 +54,7 @@ class TextRendering(evaluate.Metric):
     def _compute(
         self, predictions, prompts, judges=(), judge_options=None, cache_dir=None, judge_prompt=None
     ):
+        predictions = [restore(p) for p in predictions]
         template = load_judge_prompt(judge_prompt) if judge_prompt is not None else None
         result = text_rendering(
             prompts,

@@ -32,7 +32,7 @@ prompts and Bradley-Terry ratings on the Elo scale. Missing scores (NaN) are mis
 _KWARGS_DESCRIPTION = """\
 Args:
     model: model name per row.
-    sample_id: prompt / sample id per row.
+    sample_id: prompt / sample id per row (strings or integers; compared as text).
     score: the model's score on that sample (NaN = no output).
     judge: optional list with the judge name of each row (several judges are combined by majority vote).
     missing: "loss" (default) or "skip".
@@ -40,9 +40,12 @@ Args:
 Returns:
     win_rate, ci_low, ci_high, bt_rating, n_comparisons, n_missing: dicts keyed by model; models: best first.
 Examples:
+    >>> import evaluate
     >>> wr = evaluate.load("metrics/win_rate")
     >>> wr.compute(model=["a", "b"], sample_id=["1", "1"], score=[7, 4])["win_rate"]
     {'a': 1.0, 'b': 0.0}
+    >>> wr.compute(model=["a", "b"], sample_id=[1, 1], score=[3, 4])["win_rate"]
+    {'b': 1.0, 'a': 0.0}
 """
 
 
@@ -62,6 +65,18 @@ class WinRate(evaluate.Metric):
             ),
             reference_urls=[ECHO_PAPER_URL],
         )
+
+    def add_batch(self, *, predictions=None, references=None, **kwargs):
+        """Add rows (``model``, ``sample_id``, ``score``...); integer sample ids are taken as text.\n"""
+        if kwargs.get("sample_id") is not None:  # integer ids (as many datasets have) are ids too
+            kwargs["sample_id"] = [None if s is None else str(s) for s in kwargs["sample_id"]]
+        return super().add_batch(predictions=predictions, references=references, **kwargs)
+
+    def add(self, *, prediction=None, reference=None, **kwargs):
+        """Add one row; an integer sample id is taken as text.\n"""
+        if kwargs.get("sample_id") is not None:
+            kwargs["sample_id"] = str(kwargs["sample_id"])
+        return super().add(prediction=prediction, reference=reference, **kwargs)
 
     def _compute(self, model, sample_id, score, judge=None, missing="loss", n_boot=1000, seed=0):
         scores = [math.nan if s is None else float(s) for s in score]

@@ -77,14 +77,22 @@ def _feedback_text(value: Any) -> str:
 
 
 def _open_image(entry: Any) -> Any:
-    """A ``{"bytes", "path"}`` record (or raw bytes) as a PIL image downscaled for display; ``None`` if absent."""
+    """A ``{"bytes", "path"}`` record (or raw bytes) as a PIL image downscaled for display; ``None`` if absent
+    or unreadable (decoded by :func:`echo_builder.imaging.load_rgb`; an unreadable image is logged, not shown)."""
+    import logging
+
     from PIL import Image
 
+    from echo_builder.errors import ImageError
     from echo_builder.imaging import load_rgb
 
-    if entry is None or (isinstance(entry, dict) and not entry.get("bytes") and not entry.get("path")):
+    if entry is None or (isinstance(entry, dict) and entry.get("bytes") is None and not entry.get("path")):
         return None
-    image = load_rgb(entry, name="benchmark image")
+    try:
+        image = load_rgb(entry, name="benchmark image")
+    except ImageError as exc:
+        logging.getLogger(__name__).warning("%s", exc)
+        return None
     if max(image.size) > MAX_DISPLAY_SIDE:
         image = image.copy()
         image.thumbnail((MAX_DISPLAY_SIDE, MAX_DISPLAY_SIDE), Image.Resampling.LANCZOS)

@@ -198,6 +198,47 @@ def flow_collection(case: dict[str, Any], ws: Workspace) -> Observed:
     return _build(ws, folder)
 
 
+def flow_special_source(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``build`` on a source that is not a regular file, given beside the good export ``file``: ``input.kind`` is
+    ``fifo`` (a named pipe), ``dev_zero``, ``dev_zero_link`` (a link to it), ``fifo_in_folder`` (a folder holding
+    the good export and a pipe named ``.json``) or ``oversize`` (``file`` read under a 300-byte size cap beside a
+    small good file). Pipes and links live in a folder of their own outside the snapshot (reading a pipe to hash
+    it would block the check itself)."""
+    import tempfile
+
+    from echo_builder.sources import reader
+
+    kind = case["input"]["kind"]
+    good = ws.source(case["file"])
+    with tempfile.TemporaryDirectory(prefix="echo-special-") as special:
+        place = Path(special)
+        cap = reader.MAX_FILE_BYTES
+        if kind == "fifo":
+            os.mkfifo(place / "pipe.ndjson")
+            sources = [place / "pipe.ndjson", good]
+        elif kind == "dev_zero":
+            sources = [Path("/dev/zero"), good]
+        elif kind == "dev_zero_link":
+            (place / "zero.json").symlink_to("/dev/zero")
+            sources = [place / "zero.json", good]
+        elif kind == "fifo_in_folder":
+            shutil.copy(good, place / good.name)
+            os.mkfifo(place / "pipe.json")
+            sources = [place]
+        else:
+            assert kind == "oversize", kind
+            small = place / "small.jsonl"
+            small.write_text(
+                '{"id": "x:7", "platform": "x", "text": "Tried GPT-4o, a small file"}\n', encoding="utf-8"
+            )
+            sources = [good, small]
+            reader.MAX_FILE_BYTES = 300
+        try:
+            return _build(ws, *sources)
+        finally:
+            reader.MAX_FILE_BYTES = cap
+
+
 def flow_media(case: dict[str, Any], ws: Workspace) -> Observed:
     image = ws.source(case["file"])
     folder = _collection(ws, [HOSTILE / "collection" / "good"])
@@ -370,6 +411,119 @@ def flow_metrics_layout(case: dict[str, Any], ws: Workspace) -> Observed:
         summary = json.loads((ws.out / "summary.json").read_text())
         facts["unmatched_outputs"] = summary["unmatched_outputs"]
         facts["scored"] = sum(row["n"] for row in summary["summary"])
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
+def _input_bench(ws: Workspace, image: Path) -> tuple[Path, Path]:
+    """image_to_image benchmark: s1's input is ``image``, s2's a grey 64 x 64 PNG; model "m" has grey outputs."""
+    grey = Image.new("RGB", (64, 64), GREY)
+    bench = make_benchmark(
+        ws.inputs / "bench",
+        "image_to_image",
+        [
+            {"id": "s1", "prompt": "Keep the colours.", "inputs": [image.read_bytes()]},
+            {"id": "s2", "prompt": "Keep the colours.", "inputs": [grey]},
+        ],
+    )
+    folder = ws.inputs / "outputs"
+    (folder / "m").mkdir(parents=True)
+    for sample_id in ("s1", "s2"):
+        (folder / "m" / f"{sample_id}.png").write_bytes(png_bytes(grey))
+    return bench, folder
+
+
+def flow_judge_input(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``judge`` where one sample's benchmark input image is ``file``; the other sample is judged as usual."""
+    server = ws.server()
+    server.reply = lambda body: "Kept. [[7]]"
+    bench, outputs = _input_bench(ws, ws.source(case["file"]))
+    result = _judge(ws, bench, outputs, server)
+    verdicts = _verdicts(ws.out)
+    facts = {
+        "status": verdicts[("m", "s1")].status if ("m", "s1") in verdicts else None,
+        "other_status": verdicts[("m", "s2")].status if ("m", "s2") in verdicts else None,
+        "other_rating": verdicts[("m", "s2")].rating if ("m", "s2") in verdicts else None,
+    }
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
+def flow_metrics_input(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``metrics --metric color_shift`` where one sample's benchmark input image is ``file``."""
+    bench, outputs = _input_bench(ws, ws.source(case["file"]))
+    ws.begin()
+    result = _color_shift(bench, outputs, ws.out)
+    facts: dict[str, Any] = {}
+    if (ws.out / "metrics.csv").is_file():
+        import pandas as pd
+
+        table = pd.read_csv(ws.out / "metrics.csv").set_index("sample_id")
+        facts["value"] = float(table.loc["s1", "value"])
+        facts["other_value"] = float(table.loc["s2", "value"])
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
+GENERATOR = """import json, sys
+from PIL import Image
+request = json.load(sys.stdin)
+Image.new("RGB", (16, 16), (128, 128, 128)).save(request["output_path"])
+"""
+
+
+def flow_generate_input(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``generate`` (a ``command:`` program) where one sample's benchmark input image is ``file``."""
+    import sys
+
+    bench, _ = _input_bench(ws, ws.source(case["file"]))
+    program = ws.inputs / "generator.py"
+    program.write_text(GENERATOR, encoding="utf-8")
+    ws.begin()
+    result = _cli(
+        "generate", "--benchmark", bench, "--config", "image_to_image", "--model",
+        f"command:{sys.executable} {program}", "--name", "gen", "--out", ws.out,
+    )  # fmt: skip
+    manifest = ws.out / "gen" / "manifest.json"
+    facts: dict[str, Any] = {}
+    if manifest.is_file():
+        from echo_builder.generate.manifest import read_records
+
+        records = read_records(ws.out / "gen")
+        facts = {"status": records["s1"]["status"], "other_status": records["s2"]["status"]}
+    return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
+COPYING_GENERATOR = """\
+import json, shutil, sys
+request = json.load(sys.stdin)
+shutil.copyfile({source!r} if request["sample_id"] == "s1" else {good!r}, request["output_path"])
+"""
+
+
+def flow_generate_output(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``generate`` where the program's image for s1 is ``file`` (s2 gets a grey PNG)."""
+    import sys
+
+    bench, _ = _input_bench(ws, HOSTILE / "images" / "jpeg_named.png")
+    good = ws.inputs / "grey.png"
+    good.write_bytes(png_bytes(Image.new("RGB", (16, 16), GREY)))
+    source = ws.inputs / "hostile_output"
+    source.write_bytes(ws.source(case["file"]).read_bytes())
+    program = ws.inputs / "generator.py"
+    program.write_text(COPYING_GENERATOR.format(source=str(source), good=str(good)), encoding="utf-8")
+    ws.begin()
+    result = _cli(
+        "generate", "--benchmark", bench, "--config", "image_to_image", "--model",
+        f"command:{sys.executable} {program}", "--name", "gen", "--out", ws.out,
+    )  # fmt: skip
+    facts: dict[str, Any] = {}
+    if (ws.out / "gen" / "manifest.json").is_file():
+        from echo_builder.generate.manifest import read_records
+
+        records = read_records(ws.out / "gen")
+        facts = {
+            "status": records["s1"]["status"],
+            "other_status": records["s2"]["status"],
+            "files": sorted(p.name for p in (ws.out / "gen").glob("*.png")),
+        }
     return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
 
 
