@@ -239,3 +239,27 @@ def test_ratings_file_with_judge_column_is_combined_by_majority(tmp_path):
     path = _ratings(tmp_path, "\n".join(rows) + "\n")
     board = _board("--ratings", str(path))
     assert board["a"]["win_rate"] == 0.5 and board["a"]["n_comparisons"] == 2  # q1 a by 2-1, q2 b by 2-1
+
+
+def test_win_rate_module_gives_the_authors_interval_on_request(tmp_path):
+    """The evaluate module (and win_rate_report under it) takes ci="normal" too: same numbers as the CLI."""
+    import evaluate
+
+    from tests.conftest import REPO_ROOT
+
+    scores = _scores()
+    rows = [{"question_id": q, "model": m, "score": str(s)} for (q, m), s in sorted(scores.items())]
+    expected = reference_aggregation(rows)
+    module = evaluate.load(str(REPO_ROOT / "metrics" / "win_rate"))
+    out = module.compute(
+        model=[r["model"] for r in rows],
+        sample_id=[r["question_id"] for r in rows],
+        score=[float(r["score"]) for r in rows],
+        ci="normal",
+        n_boot=50,
+    )
+    assert out["ci_method"] == "normal-comparisons"
+    for model, ref in expected.items():
+        assert out["win_rate"][model] == ref["win_rate"]
+        assert out["ci_low"][model] == pytest.approx(ref["ci_low"], abs=1e-12)
+        assert out["ci_high"][model] == pytest.approx(ref["ci_high"], abs=1e-12)

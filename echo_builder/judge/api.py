@@ -146,24 +146,31 @@ def verdicts_per_judge(
 
 
 def win_rate_report(
-    ratings: pd.DataFrame, *, missing: Literal["loss", "skip"] = "loss", n_boot: int = 1000, seed: int = 0
+    ratings: pd.DataFrame,
+    *,
+    missing: Literal["loss", "skip"] = "loss",
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: Literal["bootstrap", "normal"] = "bootstrap",
 ) -> dict[str, Any]:
     """Win rates, 95% bootstrap intervals over prompts, Bradley-Terry and counts from per-sample scores.
 
     Args:
         ratings: a Ratings table (``sample_id``, ``model``, ``judge``, ``rating``, ``status``); several judges are
             combined by majority vote after pseudo-pairwise conversion (ECHO Flow 2).
+        ci: ``bootstrap`` (95% over prompts) or ``normal`` (the normal approximation over comparisons of ECHO's
+            released code); ``ci_method`` in the result names it.
 
     Returns:
         ``{"win_rate": {model: float in [0, 1]}, "ci_low", "ci_high", "bt_rating", "n_comparisons",
-        "n_failures", "n_missing": {model: ...}, "models": models best first}``.
+        "n_failures", "n_missing": {model: ...}, "models": models best first, "ci_method": str}``.
     """
     from echo_builder.judge.leaderboard import leaderboard_from_comparisons
     from echo_builder.stats import failure_counts, majority_vote, pseudo_pairwise
 
     per_judge = pseudo_pairwise(ratings, missing=missing)
     combined = majority_vote(per_judge) if per_judge["judge"].nunique() > 1 else per_judge
-    board = leaderboard_from_comparisons(combined, n_boot=n_boot, seed=seed)
+    board = leaderboard_from_comparisons(combined, n_boot=n_boot, seed=seed, ci=ci)
     # judge failures add up over judges; a missing output is one per sample whatever the number of judges
     failures = (
         failure_counts(ratings).groupby("model").agg({"judge_failures": "sum", "missing_output": "max"})
@@ -174,4 +181,5 @@ def win_rate_report(
         out[column] = {m: (v.item() if hasattr(v, "item") else v) for m, v in table[column].items()}
     out["n_failures"] = {m: int(failures["judge_failures"].get(m, 0)) for m in table.index}
     out["n_missing"] = {m: int(failures["missing_output"].get(m, 0)) for m in table.index}
+    out["ci_method"] = board.meta["ci_method"]
     return out
