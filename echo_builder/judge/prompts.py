@@ -40,7 +40,7 @@ import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,7 +58,10 @@ __all__ = [
     "JudgePrompt",
     "builtin_prompt",
     "load_judge_prompt",
+    "prompt_from_mapping",
     "quote_slot",
+    "read_small_file",
+    "render",
     "render_parts",
 ]
 
@@ -514,10 +517,3 @@ def render_parts(
     if "".join(buffer):
         parts.append("".join(buffer))
     return parts
-
-
-def prompt_summary(template: JudgePrompt) -> dict[str, Any]:
-    """Every setting of ``template`` as a JSON-ready dict (for run records and docs)."""
-    out = asdict(template)
-    out["fields"] = {name: {"with_inputs": w, "without_inputs": wo} for name, w, wo in template.fields}
-    return out
