@@ -74,6 +74,13 @@ __all__ = ["agreement", "judge", "leaderboard", "metrics"]
     help="probability mode: expected 1-9 rating, or TRIGScore from Good/Medium/Bad.",
 )
 @click.option("--limit", type=Number(int, 1, MAX_LIMIT), help="Judge only the first N samples.")
+@click.option(
+    "--judge-prompt",
+    "judge_prompt",
+    type=click.Path(),
+    help="Judge prompt file (YAML) replacing the built-in prompt of --mode, e.g. to reproduce ECHO's released "
+    "protocol; see docs/reproducing-echo.md.",
+)
 def judge(
     benchmark: str,
     config_name: str,
@@ -89,6 +96,7 @@ def judge(
     cache_dir: str | None,
     probability_scale: str,
     limit: int | None,
+    judge_prompt: str | None,
 ) -> None:
     """Judge model outputs on a benchmark config with one or more VLM judges.
 
@@ -111,6 +119,7 @@ def judge(
         cache_dir=cache_dir,
         limit=limit,
         probability_scale=probability_scale,  # type: ignore[arg-type]
+        judge_prompt=judge_prompt,
     )
     s = result.summary
     if not s:  # a non-main accelerate process: rank 0 reports
@@ -170,6 +179,12 @@ def judge(
 @click.option("--base-url", help="Server URL for openai: judges.")
 @click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Judge backend option.")
 @click.option(
+    "--judge-prompt",
+    "judge_prompt",
+    type=click.Path(),
+    help="text_rendering: judge prompt file (YAML, answer.kind rating) replacing the built-in one.",
+)
+@click.option(
     "--format", "table_format", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True
 )
 def metrics(
@@ -185,12 +200,24 @@ def metrics(
     judges: tuple[str, ...],
     base_url: str | None,
     options: tuple[str, ...],
+    judge_prompt: str | None,
     table_format: str,
 ) -> None:
     """Compute the community-driven metrics (color shift, structure distance, face identity, text rendering)
     for every model's outputs; writes per-sample rows, a per-model summary and color swatches."""
     from echo_builder.scoring.run import run_metrics
 
+    if judge_prompt is not None:
+        from echo_builder.errors import ConfigError
+        from echo_builder.judge.prompts import load_judge_prompt
+
+        if metric_names and "text_rendering" not in metric_names:
+            raise ConfigError("--judge-prompt applies to --metric text_rendering only")
+        loaded = load_judge_prompt(judge_prompt)
+        if loaded.answer != "rating":
+            raise ConfigError(
+                f"judge prompt {judge_prompt}: field 'answer.kind' is {loaded.answer!r}; text_rendering needs 'rating'"
+            )
     run_options: dict[str, Any] = {
         "dino_weights": dino_weights,
         "structure_reduction": structure_reduction,
@@ -200,6 +227,8 @@ def metrics(
         "judge_options": backend_options(judges, base_url, options),
         "cache_dir": str(Path(out_dir) / "cache"),
     }
+    if judge_prompt is not None:
+        run_options["judge_prompt"] = loaded
     result = run_metrics(
         benchmark,
         config_name,
@@ -266,10 +295,13 @@ def _print_table(board: Any, fmt: str) -> None:
     if fmt == "csv":
         click.echo(board.table.to_csv(index=False).rstrip())
         return
+    normal = board.meta.get("ci_method") == "normal-comparisons"
     header = (
         f"{'#':>2}  {'model':<34} {'win rate':>8}  {'95% CI':<15} {'Bradley-Terry':>13} {'Elo':>6}  "
         f"{'comparisons':>11} {'failures':>8} {'missing':>7}"
     )
+    if normal:
+        header += f"  {'bootstrap 95% CI':<16}"
     click.echo(header)
     click.echo("-" * len(header))
     for i, r in enumerate(records, 1):
@@ -279,11 +311,23 @@ def _print_table(board: Any, fmt: str) -> None:
         bt_text += f" {elo:6.0f}" if elo is not None and math.isfinite(elo) else f" {'n/a':>6}"
         if r["win_rate"] is None:  # every comparison of this model failed: shown, never dropped
             rate_text = f"{'n/a':>8}  {'(no comparison)':<15}"
+        elif r["ci_low"] is None or r["ci_high"] is None:  # e.g. one comparison: no spread to estimate
+            rate_text = f"{r['win_rate']:8.3f}  {'n/a':<15}"
         else:
             rate_text = f"{r['win_rate']:8.3f}  [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
-        click.echo(
+        line = (
             f"{i:>2}  {r['model'][:34]:<34} {rate_text} {bt_text}  {r['n_comparisons']:>11} "
             f"{r['n_failures']:>8} {r['n_missing']:>7}"
+        )
+        if normal:
+            low, high = r.get("bootstrap_ci_low"), r.get("bootstrap_ci_high")
+            line += f"  [{low:.3f}, {high:.3f}]" if low is not None and high is not None else "  n/a"
+        click.echo(line)
+    if normal:
+        click.echo(
+            "\n95% CI: normal approximation over comparisons, win rate -+ 1.96 sd/sqrt(n) (ECHO's released "
+            "code); it treats comparisons sharing a prompt as independent, so it is narrower than the bootstrap "
+            "over prompts shown beside it (echo-bench's default)."
         )
     if board.meta.get("bt_prior"):
         click.echo(
@@ -330,6 +374,11 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     type=click.Path(exists=True, dir_okay=False),
     help="Pairwise votes with model_a, model_b, winner (JSON list, JSON Lines or CSV).",
 )
+@click.option(
+    "--ratings",
+    type=click.Path(),
+    help="Per-sample scores question_id,model,score (CSV, as ECHO's released judge outputs; optional judge column).",
+)
 @click.option("--example", is_flag=True, help="Rank the bundled example votes (four fictional models).")
 @click.option(
     "--models", multiple=True, metavar="PATTERN", help="Keep only these models (shell patterns); repeatable."
@@ -369,9 +418,18 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     is_flag=True,
     help="Pool the judges' comparisons and resample judges as well as prompts (default: majority vote per comparison).",
 )
+@click.option(
+    "--ci",
+    type=click.Choice(["bootstrap", "normal"]),
+    default="bootstrap",
+    show_default=True,
+    help="Win-rate interval: bootstrap over prompts, or normal: mean +- 1.96 sd/sqrt(n) over comparisons as ECHO's "
+    "released code (the bootstrap interval stays beside it); see docs/reproducing-echo.md.",
+)
 def leaderboard(
     run: str | None,
     votes: str | None,
+    ratings: str | None,
     example: bool,
     models: tuple[str, ...],
     fmt: str,
@@ -380,28 +438,47 @@ def leaderboard(
     n_boot: int,
     seed: int,
     bootstrap_judges: bool,
+    ci: str,
 ) -> None:
-    """Rank models from a judge RUN folder, or from human pairwise --votes.
+    """Rank models from a judge RUN folder, per-sample --ratings, or human pairwise --votes.
 
-    Win rates with 95% bootstrap intervals over prompts, Bradley-Terry ratings (Elo scale) with intervals, and
-    judge failures and missing outputs beside each model.
+    Win rates with 95% intervals (bootstrap over prompts by default), Bradley-Terry ratings (Elo scale) with
+    intervals, and judge failures and missing outputs beside each model.
     """
 
-    from echo_builder.judge.leaderboard import leaderboard_from_run, leaderboard_from_votes
+    from echo_builder.judge.leaderboard import (
+        leaderboard_from_ratings,
+        leaderboard_from_run,
+        leaderboard_from_votes,
+    )
 
-    if sum(bool(x) for x in (run, votes, example)) != 1:
-        raise click.UsageError("give exactly one of RUN, --votes FILE or --example")
-    if run:
+    if sum(bool(x) for x in (run, votes, ratings, example)) != 1:
+        raise click.UsageError("give exactly one of RUN, --votes FILE or --example, or --ratings FILE")
+    if run or ratings:
         if models:
             raise click.UsageError("--models applies to --votes only")
-        board = leaderboard_from_run(
-            run,
-            missing=missing,  # type: ignore[arg-type]
-            n_boot=n_boot,
-            seed=seed,
-            bootstrap_judges=bootstrap_judges,
-        )
-        plots = Path(plots_dir) if plots_dir else Path(run) / "plots"
+        if ratings:
+            if bootstrap_judges:
+                raise click.UsageError("--bootstrap-judges applies to a judge RUN only")
+            board = leaderboard_from_ratings(
+                ratings,
+                missing=missing,  # type: ignore[arg-type]
+                n_boot=n_boot,
+                seed=seed,
+                ci=ci,  # type: ignore[arg-type]
+            )
+            plots = Path(plots_dir) if plots_dir else None
+        else:
+            assert run is not None
+            board = leaderboard_from_run(
+                run,
+                missing=missing,  # type: ignore[arg-type]
+                n_boot=n_boot,
+                seed=seed,
+                bootstrap_judges=bootstrap_judges,
+                ci=ci,  # type: ignore[arg-type]
+            )
+            plots = Path(plots_dir) if plots_dir else Path(run) / "plots"
     else:
         if bootstrap_judges:
             raise click.UsageError("--bootstrap-judges applies to a judge RUN only")
@@ -411,7 +488,13 @@ def leaderboard(
             votes = str(example_votes_path())
             if fmt == "table":
                 click.echo(f"example votes: {votes}\n")
-        board = leaderboard_from_votes(votes, models=models, n_boot=n_boot, seed=seed)
+        board = leaderboard_from_votes(
+            votes,
+            models=models,
+            n_boot=n_boot,
+            seed=seed,
+            ci=ci,  # type: ignore[arg-type]
+        )
         plots = Path(plots_dir) if plots_dir else None
     if plots is not None and not plots_dir:  # RUN/plots: inside the run folder, never through a link there
         from echo_dataset.safe_io import check_inside

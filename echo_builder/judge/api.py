@@ -28,6 +28,7 @@ def grade_outputs(
     concurrency: int = 8,
     max_attempts: int = 6,
     mode: Literal["single", "probability"] = "single",
+    judge_prompt: Any | None = None,
 ) -> dict[str, Any]:
     """Grade each (prompt, input images, output image) with every judge (ECHO single-answer grading, 1-10).
 
@@ -36,6 +37,8 @@ def grade_outputs(
         inputs: n lists of input images (empty for text-to-image); PIL images, bytes, paths or datasets dicts.
         outputs: n output images, ``None`` for a missing output.
         judges: backend specs; several make an ensemble whose per-sample score is the mean of valid ratings.
+        judge_prompt: a judge prompt file path or :class:`~echo_builder.judge.prompts.JudgePrompt` replacing the
+            built-in prompt (``answer.kind`` ``rating`` for single, ``digits`` for probability).
 
     Returns:
         ``{"ratings": n floats (mean over judges, NaN when every judge failed), "per_judge": {spec: n ratings},
@@ -46,7 +49,16 @@ def grade_outputs(
         ConfigError: lengths differ or no judge is given.
     """
     from echo_builder.judge.judging import JudgeItem
+    from echo_builder.judge.prompts import JudgePrompt, load_judge_prompt
 
+    prompt = None
+    if judge_prompt is not None:
+        prompt = judge_prompt if isinstance(judge_prompt, JudgePrompt) else load_judge_prompt(judge_prompt)
+        wanted = "rating" if mode == "single" else "digits"
+        if prompt.answer != wanted:
+            raise ConfigError(
+                f"judge prompt {prompt.source}: field 'answer.kind' is {prompt.answer!r}; mode {mode} needs {wanted!r}"
+            )
     n = len(prompts)
     if not (len(inputs) == len(outputs) == n):
         raise ConfigError(f"prompts, inputs and outputs differ in length: {n}, {len(inputs)}, {len(outputs)}")
@@ -55,10 +67,16 @@ def grade_outputs(
     items = [
         JudgeItem(f"sample-{i}", prompts[i], tuple(inputs[i] or ()), "model", outputs[i]) for i in range(n)
     ]
+
+    def grade(judge: Any, batch: Sequence[Any]) -> list[Any]:
+        if prompt is not None:
+            judge.prompts[prompt.answer] = prompt
+        return judge.single(batch) if mode == "single" else judge.probability(batch)
+
     verdicts = verdicts_per_judge(
         items,
         judges,
-        lambda judge, batch: judge.single(batch) if mode == "single" else judge.probability(batch),
+        grade,
         judge_options=judge_options,
         cache_dir=cache_dir,
         concurrency=concurrency,
@@ -128,24 +146,31 @@ def verdicts_per_judge(
 
 
 def win_rate_report(
-    ratings: pd.DataFrame, *, missing: Literal["loss", "skip"] = "loss", n_boot: int = 1000, seed: int = 0
+    ratings: pd.DataFrame,
+    *,
+    missing: Literal["loss", "skip"] = "loss",
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: Literal["bootstrap", "normal"] = "bootstrap",
 ) -> dict[str, Any]:
     """Win rates, 95% bootstrap intervals over prompts, Bradley-Terry and counts from per-sample scores.
 
     Args:
         ratings: a Ratings table (``sample_id``, ``model``, ``judge``, ``rating``, ``status``); several judges are
             combined by majority vote after pseudo-pairwise conversion (ECHO Flow 2).
+        ci: ``bootstrap`` (95% over prompts) or ``normal`` (the normal approximation over comparisons of ECHO's
+            released code); ``ci_method`` in the result names it.
 
     Returns:
         ``{"win_rate": {model: float in [0, 1]}, "ci_low", "ci_high", "bt_rating", "n_comparisons",
-        "n_failures", "n_missing": {model: ...}, "models": models best first}``.
+        "n_failures", "n_missing": {model: ...}, "models": models best first, "ci_method": str}``.
     """
     from echo_builder.judge.leaderboard import leaderboard_from_comparisons
     from echo_builder.stats import failure_counts, majority_vote, pseudo_pairwise
 
     per_judge = pseudo_pairwise(ratings, missing=missing)
     combined = majority_vote(per_judge) if per_judge["judge"].nunique() > 1 else per_judge
-    board = leaderboard_from_comparisons(combined, n_boot=n_boot, seed=seed)
+    board = leaderboard_from_comparisons(combined, n_boot=n_boot, seed=seed, ci=ci)
     # judge failures add up over judges; a missing output is one per sample whatever the number of judges
     failures = (
         failure_counts(ratings).groupby("model").agg({"judge_failures": "sum", "missing_output": "max"})
@@ -156,4 +181,5 @@ def win_rate_report(
         out[column] = {m: (v.item() if hasattr(v, "item") else v) for m, v in table[column].items()}
     out["n_failures"] = {m: int(failures["judge_failures"].get(m, 0)) for m in table.index}
     out["n_missing"] = {m: int(failures["missing_output"].get(m, 0)) for m in table.index}
+    out["ci_method"] = board.meta["ci_method"]
     return out

@@ -33,8 +33,10 @@ def prepare_for_judge(
     short_side: int = JUDGE_SHORT_SIDE,
     quality: int = JUDGE_JPEG_QUALITY,
     name: str | None = None,
+    resample: str = "lanczos",
 ) -> ImagePart:
-    """Resize so the shorter side is ``short_side`` px (aspect kept, Lanczos) and encode as JPEG ``quality``.
+    """Resize so the shorter side is ``short_side`` px (aspect kept, ``resample`` filter: Lanczos by default, or
+    ``bicubic``, ``bilinear``, ``nearest``, ``box``, ``hamming``) and encode as JPEG ``quality`` (1-95).
 
     An image more elongated than ``JUDGE_MAX_LONG_SIDE / short_side`` (8:1) is scaled so that its longer side is
     :data:`JUDGE_MAX_LONG_SIDE` px instead (its shorter side then ends below ``short_side``, at least 1 px).
@@ -44,27 +46,27 @@ def prepare_for_judge(
     (roles, tier, applicability...), so the result is memoized by path, modification time and size, up to
     :data:`FILE_MEMO_BYTES` of JPEG (least recently used first out).
     """
-    key = _file_key(image, short_side, quality)
+    key = _file_key(image, short_side, quality, resample)
     if key is not None:
         with _file_memo_lock:
             part = _file_memo.get(key)
             if part is not None:
                 _file_memo.move_to_end(key)
                 return part
-    part = _prepare(image, short_side, quality, name)
+    part = _prepare(image, short_side, quality, name, resample)
     if key is not None:
         _remember(key, part)
     return part
 
 
-def _file_key(image: Any, short_side: int, quality: int) -> tuple[Any, ...] | None:
+def _file_key(image: Any, short_side: int, quality: int, resample: str) -> tuple[Any, ...] | None:
     if not isinstance(image, (str, os.PathLike)):
         return None
     try:
         stat = os.stat(image)
     except OSError:
         return None  # not readable: preparing it raises the proper error
-    return (os.path.abspath(image), stat.st_mtime_ns, stat.st_size, short_side, quality)
+    return (os.path.abspath(image), stat.st_mtime_ns, stat.st_size, short_side, quality, resample)
 
 
 def _remember(key: tuple[Any, ...], part: ImagePart) -> None:
@@ -79,14 +81,19 @@ def _remember(key: tuple[Any, ...], part: ImagePart) -> None:
             _file_memo_size -= len(old.data)
 
 
-def _prepare(image: Any, short_side: int, quality: int, name: str | None) -> ImagePart:
+def _prepare(image: Any, short_side: int, quality: int, name: str | None, resample: str) -> ImagePart:
     from PIL import Image
+
+    try:
+        method = getattr(Image.Resampling, resample.upper())
+    except AttributeError:
+        raise ValueError(f"unknown resampling filter {resample!r}") from None
 
     img = load_rgb(image, name=name)
     scale = min(short_side / min(img.size), max(JUDGE_MAX_LONG_SIDE, short_side) / max(img.size))
     size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
     if size != img.size:
-        img = img.resize(size, Image.Resampling.LANCZOS)
+        img = img.resize(size, method)
     buf = io.BytesIO()
     img.save(buf, format="JPEG", quality=quality)
     return image_part(buf.getvalue(), mime_type="image/jpeg")

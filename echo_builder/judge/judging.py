@@ -13,6 +13,7 @@ reason; none becomes a score.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -31,18 +32,12 @@ from echo_builder.judge.prompts import (
     PROBABILITY_TRIG,
     SINGLE,
     JudgePrompt,
-    render,
+    render_parts,
 )
 from echo_builder.records import Verdict
 
 __all__ = ["Judge", "JudgeItem", "trig_score"]
 
-_RATING_REASK = (
-    "Your reply has no valid final rating. Give your overall rating now, as an integer 1-10 written [[N]]."
-)
-_PREFERENCE_REASK = (
-    "Your reply has no valid final verdict. Answer now with exactly one of [[A]], [[B]] or [[C]]."
-)
 _TRIG_VALUES = {"Good": 1.0, "Medium": 0.5, "Bad": 0.0}
 MISSING_PREFIX = "missing_output: "
 
@@ -84,23 +79,45 @@ class Judge:
 
     Args:
         caller: the backend with its cache and limits; ``caller.backend.backend_id`` names the judge.
-        params: generation parameters of judge calls (greedy, 1,024 tokens by default).
-        short_side: images are resized to this shorter side (px) and sent as JPEG quality 85, as ECHO did.
+        params: generation parameters of judge calls (default: the prompt's temperature, 0 for the built-in
+            prompts, and 1,024 tokens).
+        short_side: images are resized to this shorter side (px); default: the prompt's (512 px and JPEG quality
+            85 for the built-in prompts, as ECHO did).
+        prompts: judge prompts replacing the built-in ones, by answer kind (``rating``, ``preference``,
+            ``digits``, ``trig``; see :func:`echo_builder.judge.prompts.load_judge_prompt`).
     """
 
     def __init__(
-        self, caller: ModelCaller, *, params: GenerationParams | None = None, short_side: int = 512
+        self,
+        caller: ModelCaller,
+        *,
+        params: GenerationParams | None = None,
+        short_side: int | None = None,
+        prompts: dict[str, JudgePrompt] | None = None,
     ) -> None:
         self.caller = caller
-        self.params = params or GenerationParams(temperature=0.0, max_tokens=1024)
+        self.params = params
         self.short_side = short_side
+        self.prompts = dict(prompts or {})
         self._prepared: dict[Any, ImagePart] = {}
+        self._template: JudgePrompt = SINGLE
 
     @property
     def judge_id(self) -> str:
         return self.caller.backend.backend_id
 
     # -- helpers ------------------------------------------------------------------------------------------------------
+    def _use(self, template: JudgePrompt) -> JudgePrompt:
+        """Start a call batch with ``template`` (or the prompt given for its answer kind): clears the image memo."""
+        if template in (SINGLE, PAIRWISE, PROBABILITY_DIGITS, PROBABILITY_TRIG):
+            template = self.prompts.get(template.answer, template)
+        self._template = template
+        self._prepared.clear()
+        return template
+
+    def _params(self, template: JudgePrompt) -> GenerationParams:
+        return self.params or GenerationParams(temperature=template.temperature, max_tokens=1024)
+
     def _image(self, image: Any, name: str) -> ImagePart:
         # Items share input images across models: prepare each once. Paths key by path, bytes by content; other
         # objects by identity, which is safe because the memo is cleared per call while the items are alive.
@@ -112,14 +129,24 @@ class Judge:
             key = ("object", id(image))
         part = self._prepared.get(key)
         if part is None:
-            part = self._prepared[key] = prepare_for_judge(image, short_side=self.short_side, name=name)
+            t = self._template
+            part = self._prepared[key] = prepare_for_judge(
+                image,
+                short_side=self.short_side or t.short_side,
+                quality=t.jpeg_quality,
+                resample=t.resample,
+                name=name,
+            )
         return part
 
     def _messages(
         self, template: JudgePrompt, item: JudgeItem, outputs: Sequence[ImagePart]
     ) -> tuple[Message, ...]:
         inputs = [self._image(img, f"{item.sample_id} input {i}") for i, img in enumerate(item.inputs)]
-        user = (*inputs, *outputs, TextPart(render(template, item.prompt, len(inputs))))
+        parts = render_parts(template, item.prompt, inputs, outputs)
+        user = tuple(TextPart(p) if isinstance(p, str) else p for p in parts)
+        if not template.system:
+            return (Message("user", user),)
         return (Message("system", (TextPart(template.system),)), Message("user", user))
 
     def _base(self, item: JudgeItem, template: JudgePrompt, mode: str) -> dict[str, Any]:
@@ -162,10 +189,15 @@ class Judge:
     ) -> list[Verdict]:
         """Rate each output 1-10 (ECHO's single-answer grading). One :class:`Verdict` per item, in order.
 
-        ``template``/``criterion`` select another rating protocol with the same ``[[N]]`` answer, e.g.
-        :data:`~echo_builder.judge.prompts.TEXT_RENDERING`.
+        ``template``/``criterion`` select another rating protocol (``answer.kind: rating``), e.g.
+        :data:`~echo_builder.judge.prompts.TEXT_RENDERING` or a loaded prompt file; the built-in
+        :data:`~echo_builder.judge.prompts.SINGLE` is replaced by the judge's own ``rating`` prompt when given.
         """
-        self._prepared.clear()
+        template = self._use(template)
+        if template.answer != "rating":
+            raise ConfigError(
+                f"judge prompt {template.source}: answer.kind is {template.answer!r}, not 'rating'"
+            )
         verdicts: list[Verdict | None] = [None] * len(items)
         requests: list[CallRequest] = []
         slots: list[int] = []
@@ -182,12 +214,18 @@ class Judge:
                 continue
             requests.append(
                 CallRequest(
-                    messages, self.params, stage=f"judge-{template.name}", prompt_version=template.version
+                    messages,
+                    self._params(template),
+                    stage=f"judge-{template.name}",
+                    prompt_version=template.version,
                 )
             )
             slots.append(i)
         results = await self.caller.acall_many(requests, progress=progress)
-        finished = await self._parse_with_reask(results, parse_rating, _RATING_REASK, progress)
+        rating = functools.partial(
+            parse_rating, low=template.low, high=template.high, pattern=_pattern(template), pick=template.pick
+        )
+        finished = await self._parse_with_reask(results, rating, template.reask, progress)
         for i, (result, parsed) in zip(slots, finished, strict=True):
             item = items[i]
             base = {
@@ -241,8 +279,9 @@ class Judge:
         """Judge each pair in both orders (AB then BA). Two verdicts per pair, ``winner`` in model_a/model_b terms.
 
         A pair with a missing output gets ``missing_output`` verdicts (no call); the statistics decide who loses.
+        The judge's ``preference`` prompt replaces the built-in one when given.
         """
-        self._prepared.clear()
+        template = self._use(PAIRWISE)
         verdicts: list[Verdict | None] = []
         requests: list[CallRequest] = []
         meta: list[tuple[int, dict[str, Any]]] = []
@@ -252,7 +291,7 @@ class Judge:
             outs = {a.model: self._output_part(a), b.model: self._output_part(b)}
             for order, (first, second) in (("AB", (a, b)), ("BA", (b, a))):
                 base = {
-                    **self._base(a, PAIRWISE, "pairwise"),
+                    **self._base(a, template, "pairwise"),
                     "model_a": a.model,
                     "model_b": b.model,
                     "order": order,
@@ -265,19 +304,23 @@ class Judge:
                     verdicts.append(Verdict(**base, status="missing_output", error=error))
                     continue
                 try:
-                    messages = self._messages(PAIRWISE, a, [outs[first.model], outs[second.model]])
+                    messages = self._messages(template, a, [outs[first.model], outs[second.model]])
                 except ImageError as exc:
                     verdicts.append(Verdict(**base, status="error", error=f"input image: {exc}"))
                     continue
                 requests.append(
                     CallRequest(
-                        messages, self.params, stage="judge-pairwise", prompt_version=PAIRWISE.version
+                        messages,
+                        self._params(template),
+                        stage="judge-pairwise",
+                        prompt_version=template.version,
                     )
                 )
                 meta.append((len(verdicts), base))
                 verdicts.append(None)
         results = await self.caller.acall_many(requests, progress=progress)
-        finished = await self._parse_with_reask(results, parse_preference, _PREFERENCE_REASK, progress)
+        preference = functools.partial(parse_preference, pattern=_pattern(template), pick=template.pick)
+        finished = await self._parse_with_reask(results, preference, template.reask, progress)
         for (slot, base), (result, parsed) in zip(meta, finished, strict=True):
             full = {**base, **self._usage(result)}
             if result.reply is None:
@@ -310,10 +353,9 @@ class Judge:
         in [0, 1] (:func:`trig_score`). ``confidence`` is the largest normalised probability. A backend without
         log-probabilities gives ``error`` verdicts that say so.
         """
-        self._prepared.clear()
-        template = PROBABILITY_DIGITS if scale == "digits" else PROBABILITY_TRIG
+        template = self._use(PROBABILITY_DIGITS if scale == "digits" else PROBABILITY_TRIG)
         candidates = [str(d) for d in range(1, 10)] if scale == "digits" else list(_TRIG_VALUES)
-        params = self.params.model_copy(update={"max_tokens": 1})
+        params = self._params(template).model_copy(update={"max_tokens": 1})
 
         async def one(item: JudgeItem) -> Verdict:
             base = {
@@ -351,6 +393,13 @@ class Judge:
     ) -> list[Verdict]:
         """Synchronous :meth:`aprobability`."""
         return run_sync(self.aprobability(items, scale=scale))
+
+
+def _pattern(template: JudgePrompt) -> str | None:
+    """``None`` for the default ``[[...]]`` form (the linear-time built-in regex), else the file's pattern."""
+    from echo_builder.judge.prompts import DEFAULT_PATTERN
+
+    return None if template.pattern == DEFAULT_PATTERN else template.pattern
 
 
 def _reask(result: CallResult, text: str) -> CallRequest:

@@ -26,11 +26,13 @@ from echo_builder.judge.judging import MISSING_PREFIX
 from echo_builder.records import Verdict
 
 __all__ = [
+    "CI_METHODS",
     "LEADERBOARD_COLUMNS",
     "TIE_TREATMENT_COLUMNS",
     "Leaderboard",
     "groups_warning",
     "leaderboard_from_comparisons",
+    "leaderboard_from_ratings",
     "leaderboard_from_run",
     "leaderboard_from_votes",
     "missing_models",
@@ -45,6 +47,7 @@ LEADERBOARD_COLUMNS = (
     "win_rate",
     "ci_low",
     "ci_high",
+    "ci_method",
     "bt_rating",
     "bt_ci_low",
     "bt_ci_high",
@@ -62,6 +65,10 @@ LEADERBOARD_COLUMNS = (
     "comparison_group",
     "bt_virtual_ties",
 )
+#: ``ci_method`` values: the interval in ``ci_low``/``ci_high``. ``bootstrap-prompts`` (default): percentile
+#: bootstrap over prompts; ``normal-comparisons``: ``win_rate -+ 1.96 * sd / sqrt(n)`` over the model's comparisons,
+#: as ECHO's released code computed it (then the bootstrap interval stays beside it in ``bootstrap_ci_low``/``_high``).
+CI_METHODS = {"bootstrap": "bootstrap-prompts", "normal": "normal-comparisons"}
 #: OpenING's tie treatments (:func:`echo_builder.stats.win_rates_by_tie_treatment`) as leaderboard columns.
 TIE_TREATMENT_COLUMNS = {
     "fdt": "tie_fdt",
@@ -90,7 +97,10 @@ class Leaderboard:
 
     Attributes:
         table: one row per model, best first, columns :data:`LEADERBOARD_COLUMNS`: ``model``, ``win_rate`` in
-            [0, 1] (higher is better; ties count half), ``ci_low``/``ci_high`` (95% bootstrap over prompts),
+            [0, 1] (higher is better; ties count half), ``ci_low``/``ci_high`` (95% interval: bootstrap over
+            prompts by default, or the normal approximation over comparisons), ``ci_method`` (which one: a value of
+            :data:`CI_METHODS`; with ``normal-comparisons`` two more columns, ``bootstrap_ci_low`` and
+            ``bootstrap_ci_high``, keep the bootstrap interval beside it),
             ``bt_rating`` (Bradley-Terry, Elo scale, mean 1000), ``bt_ci_low``/``bt_ci_high``, ``elo_rating``
             (online Elo, Chatbot Arena's K=4, over the comparisons in order: by vote order for votes, by sample
             id for a run; order-dependent, shown for comparison with arena boards), ``n_comparisons``, ``wins``,
@@ -231,21 +241,38 @@ def leaderboard_from_comparisons(
     seed: int = 0,
     title: str = "",
     over_judges: bool = False,
+    ci: Literal["bootstrap", "normal"] = "bootstrap",
 ) -> Leaderboard:
-    """Leaderboard from a Comparisons table with one judge (e.g. majority-voted) or human votes."""
+    """Leaderboard from a Comparisons table with one judge (e.g. majority-voted) or human votes.
+
+    ``ci="normal"`` puts the normal approximation over comparisons (:func:`echo_builder.stats.normal_win_rates`,
+    ECHO's released code) in ``ci_low``/``ci_high`` and keeps the bootstrap interval in ``bootstrap_ci_low`` /
+    ``bootstrap_ci_high``; ``ci_method`` says which is which.
+    """
     from echo_builder.stats import (
         bootstrap_bradley_terry,
         bootstrap_win_rates,
         elo_ratings,
         head_to_head,
+        normal_win_rates,
         win_rates_by_tie_treatment,
     )
 
+    if ci not in CI_METHODS:
+        raise ConfigError(f"unknown interval method {ci!r}; use {' or '.join(CI_METHODS)}")
     if comparisons.empty:
         raise ConfigError(
             "no comparisons to rank: every comparison failed, was skipped or there is one model"
         )
     wins = bootstrap_win_rates(comparisons, n_boot=n_boot, seed=seed, over_judges=over_judges)
+    columns = list(LEADERBOARD_COLUMNS)
+    if ci == "normal":
+        normal = normal_win_rates(comparisons).set_index("model")
+        wins["bootstrap_ci_low"], wins["bootstrap_ci_high"] = wins["ci_low"], wins["ci_high"]
+        wins["ci_low"] = wins["model"].map(normal["ci_low"])
+        wins["ci_high"] = wins["model"].map(normal["ci_high"])
+        columns += ["bootstrap_ci_low", "bootstrap_ci_high"]
+    wins["ci_method"] = CI_METHODS[ci]
     prior = _bt_prior(comparisons)
     try:
         bt = bootstrap_bradley_terry(comparisons, n_boot=n_boot, seed=seed, prior=prior)
@@ -273,15 +300,14 @@ def leaderboard_from_comparisons(
         "n_boot": n_boot,
         "bt_prior": prior,
         "bootstrap_over_judges": over_judges,
+        "ci_method": CI_METHODS[ci],
         "groups": groups,
         "warnings": [],
     }
     if len(groups) > 1:
         meta["warnings"].append(groups_warning(groups))
         warnings.warn(meta["warnings"][-1], stacklevel=2)
-    return Leaderboard(
-        table[list(LEADERBOARD_COLUMNS)], head_to_head(comparisons), tie_treatments=ties, meta=meta
-    )
+    return Leaderboard(table[columns], head_to_head(comparisons), tie_treatments=ties, meta=meta)
 
 
 def groups_warning(groups: Sequence[Sequence[str]]) -> str:
@@ -333,19 +359,36 @@ def leaderboard_from_run(
     n_boot: int = 1000,
     seed: int = 0,
     bootstrap_judges: bool = False,
+    ci: Literal["bootstrap", "normal"] = "bootstrap",
 ) -> Leaderboard:
     """Leaderboard of a judge run folder (``verdicts.parquet``), any mode, any number of judges.
 
     By default several judges are combined per comparison by strict majority and the bootstrap resamples prompts.
     With ``bootstrap_judges=True`` the judges' comparisons are pooled instead and the bootstrap resamples judges as
     well as prompts, so the interval also reflects which judges were chosen (ECHO Flow 2, "optionally over judges").
+    ``ci``: as :func:`leaderboard_from_comparisons`.
     """
     from echo_builder.judge.run import read_verdicts
-    from echo_builder.stats import failure_counts, majority_vote, pseudo_pairwise, win_rates_by_tie_treatment
 
     verdicts = read_verdicts(run_dir)
     if not verdicts:
         raise ConfigError(f"{run_dir}: the run has no verdicts")
+    return _leaderboard_from_verdicts(
+        verdicts, missing=missing, n_boot=n_boot, seed=seed, bootstrap_judges=bootstrap_judges, ci=ci
+    )
+
+
+def _leaderboard_from_verdicts(
+    verdicts: Sequence[Verdict],
+    *,
+    missing: Literal["loss", "skip"],
+    n_boot: int,
+    seed: int,
+    bootstrap_judges: bool,
+    ci: Literal["bootstrap", "normal"],
+) -> Leaderboard:
+    from echo_builder.stats import failure_counts, majority_vote, pseudo_pairwise, win_rates_by_tie_treatment
+
     pairwise = [v for v in verdicts if v.mode == "pairwise"]
     failures = position_bias = ties = None
     if pairwise:
@@ -363,12 +406,17 @@ def leaderboard_from_run(
     judges = sorted({v.judge for v in verdicts})
     if bootstrap_judges:
         board = leaderboard_from_comparisons(
-            per_judge, n_boot=n_boot, seed=seed, title=f"({', '.join(judges)}, pooled)", over_judges=True
+            per_judge,
+            n_boot=n_boot,
+            seed=seed,
+            title=f"({', '.join(judges)}, pooled)",
+            over_judges=True,
+            ci=ci,
         )
     else:
         combined = majority_vote(per_judge) if per_judge["judge"].nunique() > 1 else per_judge
         board = leaderboard_from_comparisons(
-            combined, n_boot=n_boot, seed=seed, title=f"({', '.join(judges)})"
+            combined, n_boot=n_boot, seed=seed, title=f"({', '.join(judges)})", ci=ci
         )
     judge_fail = fails[fails["status"] != "missing_output"].groupby("model").size()
     # missing outputs are per model and sample; every judge records them, so count distinct samples
@@ -388,6 +436,7 @@ def leaderboard_from_run(
         board.table[["n_comparisons", "wins", "ties", "losses"]] = board.table[
             ["n_comparisons", "wins", "ties", "losses"]
         ].astype(int)
+        board.table["ci_method"] = board.meta["ci_method"]
     board.table["n_failures"] = board.table["model"].map(judge_fail).fillna(0).astype(int)
     board.table["n_missing"] = board.table["model"].map(missing_per_model).fillna(0).astype(int)
     board.table["bt_virtual_ties"] = float(board.meta["bt_prior"])
@@ -438,7 +487,12 @@ def _unit_scale(v: Verdict) -> float:
 
 
 def leaderboard_from_votes(
-    path: str | Path, *, models: Sequence[str] = (), n_boot: int = 1000, seed: int = 0
+    path: str | Path,
+    *,
+    models: Sequence[str] = (),
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: Literal["bootstrap", "normal"] = "bootstrap",
 ) -> Leaderboard:
     """Leaderboard from human pairwise votes (``model_a``, ``model_b``, ``winner``; JSON, JSONL or CSV).
 
@@ -456,7 +510,7 @@ def leaderboard_from_votes(
         if votes.empty:
             raise ConfigError(f"no vote is between two models matching {list(models)}")
     comparisons = votes_to_comparisons(votes)
-    board = leaderboard_from_comparisons(comparisons, n_boot=n_boot, seed=seed, title="(human votes)")
+    board = leaderboard_from_comparisons(comparisons, n_boot=n_boot, seed=seed, title="(human votes)", ci=ci)
     # online Elo follows the votes' own order (tstamp, else file order), as the arenas compute it
     elo = elo_ratings(votes).set_index("model")["rating"]
     board.table["elo_rating"] = board.table["model"].map(elo)
@@ -466,3 +520,30 @@ def leaderboard_from_votes(
 
 def _matches(model: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(model, p) for p in patterns)
+
+
+def leaderboard_from_ratings(
+    path: str | Path,
+    *,
+    missing: Literal["loss", "skip"] = "loss",
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: Literal["bootstrap", "normal"] = "bootstrap",
+) -> Leaderboard:
+    """Leaderboard from per-sample scores in a CSV file, e.g. ECHO's released ``question_id,model,score`` files.
+
+    Read by :func:`echo_builder.judge.ratings_file.read_ratings_csv`; then exactly as a single-answer run:
+    pseudo-pairwise per sample (higher score wins, equal scores tie), majority vote when a ``judge`` column names
+    several judges, win rates with ``ci`` intervals, Bradley-Terry, failures and missing outputs per model.
+
+    Raises:
+        ConfigError / RecordError: the file cannot be read, lacks a column, or repeats a (sample, model, judge).
+    """
+    from echo_builder.judge.ratings_file import read_ratings_csv
+
+    verdicts = read_ratings_csv(path)
+    board = _leaderboard_from_verdicts(
+        verdicts, missing=missing, n_boot=n_boot, seed=seed, bootstrap_judges=False, ci=ci
+    )
+    board.meta.update({"ratings": str(path)})
+    return board

@@ -39,21 +39,41 @@ class ParsedRating:
     reason: str | None = None
 
 
+def _verdicts(text: str, pattern: str | None) -> list[str]:
+    regex = _BRACKETS if pattern is None else re.compile(pattern)
+    return [(f if isinstance(f, str) else f[0]).strip() for f in regex.findall(text)]
+
+
 def parse_rating(
-    text: str, finish_reason: str | None = None, *, low: int = 1, high: int = 10
+    text: str,
+    finish_reason: str | None = None,
+    *,
+    low: int = 1,
+    high: int = 10,
+    pattern: str | None = None,
+    pick: Literal["first", "last"] = "last",
 ) -> ParsedRating:
-    """Parse the last ``[[N]]`` of a judge reply as an integer rating in ``[low, high]``."""
-    found = [f.strip() for f in _BRACKETS.findall(text)]
+    """Parse the last (or, with ``pick="first"``, the first) ``[[N]]`` of a judge reply as an integer in ``[low, high]``.
+
+    ``pattern`` replaces the ``[[...]]`` form with a regular expression whose one group holds the verdict (a
+    judge prompt file's ``answer.pattern``). ``pick="first"`` reproduces ECHO's released code, which took the
+    first match; echo-bench's default is the last (judges often quote the format or rate provisionally first).
+    """
+    found = _verdicts(text, pattern)
+    shown = "[[{}]]" if pattern is None else "{!r}"
     if not found:
         if looks_like_refusal(text, finish_reason):
             return ParsedRating(None, "refusal", "the judge declined or was filtered")
-        return ParsedRating(None, "parse_failure", "no [[N]] rating in the reply")
-    last = found[-1]
-    if not _INTEGER.fullmatch(last):
-        return ParsedRating(None, "parse_failure", f"last rating [[{last}]] is not an integer")
-    value = int(last)
+        what = "[[N]] rating" if pattern is None else f"rating matching {pattern!r}"
+        return ParsedRating(None, "parse_failure", f"no {what} in the reply")
+    chosen = found[-1] if pick == "last" else found[0]
+    if not _INTEGER.fullmatch(chosen):
+        return ParsedRating(None, "parse_failure", f"{pick} rating {shown.format(chosen)} is not an integer")
+    value = int(chosen)
     if not low <= value <= high:
-        return ParsedRating(None, "parse_failure", f"last rating [[{value}]] is outside {low}-{high}")
+        return ParsedRating(
+            None, "parse_failure", f"{pick} rating {shown.format(value)} is outside {low}-{high}"
+        )
     return ParsedRating(value, "ok")
 
 
@@ -66,15 +86,23 @@ class ParsedPreference:
     reason: str | None = None
 
 
-def parse_preference(text: str, finish_reason: str | None = None) -> ParsedPreference:
-    """Parse the last ``[[A]]`` / ``[[B]]`` / ``[[C]]`` of a pairwise judge reply."""
-    found = [f.strip() for f in _BRACKETS.findall(text)]
+def parse_preference(
+    text: str,
+    finish_reason: str | None = None,
+    *,
+    pattern: str | None = None,
+    pick: Literal["first", "last"] = "last",
+) -> ParsedPreference:
+    """Parse the last (or first) ``[[A]]`` / ``[[B]]`` / ``[[C]]`` of a pairwise judge reply (``pattern``: as for
+    :func:`parse_rating`)."""
+    found = _verdicts(text, pattern)
     if not found:
         if looks_like_refusal(text, finish_reason):
             return ParsedPreference(None, "refusal", "the judge declined or was filtered")
         return ParsedPreference(None, "parse_failure", "no [[A]], [[B]] or [[C]] verdict in the reply")
-    last = found[-1].upper()
+    chosen = found[-1] if pick == "last" else found[0]
+    last = chosen.upper()
     mapping: dict[str, Literal["A", "B", "tie"]] = {"A": "A", "B": "B", "C": "tie", "TIE": "tie"}
     if last not in mapping:
-        return ParsedPreference(None, "parse_failure", f"last verdict [[{found[-1]}]] is not A, B or C")
+        return ParsedPreference(None, "parse_failure", f"{pick} verdict [[{chosen}]] is not A, B or C")
     return ParsedPreference(mapping[last], "ok")

@@ -1,121 +1,127 @@
-"""Versioned judge prompt templates.
+"""Judge prompts as files: the built-in protocols ship as YAML in ``echo_builder/judge/prompt_files/``.
 
-Every template has a version string that goes into the cache key and into each :class:`Verdict`; change the text,
-bump the version, and the cache misses cleanly. The single-answer protocol follows ECHO (arXiv 2510.15021,
-Sec. 4, after MT-Bench's single-answer grading): describe what a good output would be, list the output's errors,
-weigh prompt following, fidelity to the input images (image-to-image only) and realism/aesthetics equally, then
-give an integer rating 1-10 written ``[[N]]``. The pairwise protocol follows MT-Bench / OpenING's arena
-(``[[A]]``, ``[[B]]`` or ``[[C]]`` for a tie); each pair is shown in both orders by the caller.
+A judge prompt file (YAML, ``format: echo-bench-judge-prompt/1``) holds everything that decides what a judge is
+asked and how its answer is read:
+
+- ``system``: the system message (omitted from the request when empty); ``user``: the user-message template;
+- ``fields``: named texts chosen by whether the sample has input images (``with_inputs`` / ``without_inputs``),
+  e.g. ``inputs_note``; they may use ``{n_inputs}`` and ``{prompt}``;
+- ``layout``: ``before_text`` (every input image, then the output image(s), then the text: echo-bench's default)
+  or ``interleaved`` (images go where the template's image placeholders are: ECHO's released code interleaves
+  captions and images);
+- ``answer``: ``kind`` (``rating`` 1-10, ``preference`` A/B/C, ``digits``, ``trig``), the verdict ``pattern`` (a
+  regular expression with one group, default ``\\[\\[([^\\[\\]]*)\\]\\]``), ``pick`` (``last``, the default, or
+  ``first`` as the reference code did), ``low``/``high`` (the rating range) and the ``reask`` text;
+- ``temperature`` (0-2); ``image``: ``short_side`` (px), ``resample`` (a Pillow filter name) and ``jpeg_quality``.
+
+Template placeholders (single pass; ``{{`` and ``}}`` are literal braces, so text inserted from a sample is never
+read as a placeholder): text ``{prompt}`` (the user's prompt, quoted with :func:`quote_slot`), ``{n_inputs}``
+and each field; images (``interleaved`` only) ``{input_images}`` (every input not named one by one),
+``{input_image_K}`` (the K-th input, K from 1; nothing when the sample has fewer), ``{output_images}`` and
+``{output_image_K}`` (pairwise: 1 is the output shown first). Inputs that no placeholder names go before the text.
+
+Identity: every prompt has a ``version`` that goes into the call cache key and into each
+:class:`~echo_builder.records.Verdict`'s ``prompt_version``. A built-in prompt keeps its plain version (its content
+hash is pinned by a test, so an edit must bump the version); a user file's version is ``<version>+sha256:<12 hex>``
+of its parsed content, so an edited file never reuses cache entries or looks like the old prompt.
+
+The single-answer protocol follows ECHO (arXiv 2510.15021, Sec. 4, after MT-Bench's single-answer grading):
+describe what a good output would be, list the output's errors, weigh prompt following, fidelity to the input
+images (image-to-image only) and realism/aesthetics equally, then give an integer rating 1-10 written ``[[N]]``.
+The pairwise protocol follows MT-Bench / OpenING's arena (``[[A]]``, ``[[B]]`` or ``[[C]]`` for a tie); each pair
+is shown in both orders by the caller.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
-from dataclasses import dataclass
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from echo_builder.errors import ConfigError
 
 __all__ = [
+    "ANSWER_KINDS",
     "PAIRWISE",
     "PROBABILITY_DIGITS",
     "PROBABILITY_TRIG",
+    "PROMPT_FILE_FORMAT",
+    "RESAMPLING_FILTERS",
     "SINGLE",
     "TEXT_RENDERING",
     "JudgePrompt",
+    "builtin_prompt",
+    "load_judge_prompt",
+    "prompt_from_mapping",
     "quote_slot",
+    "read_small_file",
+    "render",
+    "render_parts",
 ]
+
+PROMPT_FILE_FORMAT = "echo-bench-judge-prompt/1"
+#: answer kinds: a 1-10 rating, an A/B/C preference, next-token digit or Good/Medium/Bad probabilities
+ANSWER_KINDS = ("rating", "preference", "digits", "trig")
+#: Pillow resampling filters by name (``image.resample``)
+RESAMPLING_FILTERS = ("lanczos", "bicubic", "bilinear", "nearest", "box", "hamming")
+DEFAULT_PATTERN = r"\[\[([^\[\]]*)\]\]"
+_REASK = {
+    "rating": "Your reply has no valid final rating. Give your overall rating now, as an integer 1-10 written [[N]].",
+    "preference": "Your reply has no valid final verdict. Answer now with exactly one of [[A]], [[B]] or [[C]].",
+}
+_BUILTIN_DIR = Path(__file__).with_name("prompt_files")
+_TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_IMAGE_NAME = re.compile(r"(input|output)_image_([1-9][0-9]*)")
 
 
 @dataclass(frozen=True)
 class JudgePrompt:
-    """A judge prompt: system text, user text with ``{prompt}`` and ``{inputs_note}`` fields, and its version."""
+    """A judge prompt (see the module docstring for the file format).
+
+    Attributes:
+        name: short name (``single``, ``text-rendering``, the file's stem ...).
+        version: goes into cache keys and verdicts; a user file's carries ``+sha256:<12 hex>`` of its content.
+        system: system message; empty: none is sent.
+        user: user-message template.
+        fields: ``((name, with_inputs text, without_inputs text), ...)``.
+        layout: ``before_text`` or ``interleaved``.
+        answer: ``rating``, ``preference``, ``digits`` or ``trig``.
+        pattern: regular expression with one group around the verdict; pick: ``last`` or ``first`` match.
+        low, high: the valid rating range (``rating`` answers).
+        reask: text of the one re-ask after an unparseable reply.
+        temperature: sampling temperature of judge calls (a ``-o temperature=`` backend option wins).
+        short_side: images are resized to this shorter side (px); resample: Pillow filter name; jpeg_quality: 1-95.
+        source: ``built-in`` or the file path; sha256: hex digest of the parsed content.
+    """
 
     name: str
     version: str
     system: str
     user: str
+    fields: tuple[tuple[str, str, str], ...] = ()
+    layout: Literal["before_text", "interleaved"] = "before_text"
+    answer: Literal["rating", "preference", "digits", "trig"] = "rating"
+    pattern: str = DEFAULT_PATTERN
+    pick: Literal["first", "last"] = "last"
+    low: int = 1
+    high: int = 10
+    reask: str = ""
+    temperature: float = 0.0
+    short_side: int = 512
+    resample: str = "lanczos"
+    jpeg_quality: int = 85
+    source: str = "built-in"
+    sha256: str = field(default="", compare=False)
 
-
-_CRITERIA = (
-    "Weigh these criteria equally:\n"
-    "1. Prompt following: does the output do everything the prompt asks, and nothing it forbids?\n"
-    "{fidelity}"
-    "3. Realism and aesthetics: is the image coherent, free of artifacts, and pleasing?\n"
-)
-_FIDELITY_I2I = (
-    "2. Fidelity to the input image(s): are the identities, layout, style and details that the prompt did not ask "
-    "to change preserved?\n"
-)
-_FIDELITY_T2I = "2. (No input image: judge prompt following and quality only.)\n"
-
-SINGLE = JudgePrompt(
-    name="single",
-    version="echo-single-v1",
-    system=(
-        "You are an expert, impartial judge of image generation and image editing. You grade one model output "
-        "at a time against the user's request. Be strict and consistent; do not let the length of your own "
-        "explanation or the output's resolution sway you."
-    ),
-    user=(
-        "User prompt:\n<prompt>\n{prompt}\n</prompt>\n\n{inputs_note}"
-        "First describe briefly what a good output for this request would look like. Then list every error in "
-        "the output. " + _CRITERIA + "\nFinish with your overall rating, an integer from 1 (useless) to 10 "
-        "(flawless), written exactly as [[N]], for example [[6]]."
-    ),
-)
-
-PAIRWISE = JudgePrompt(
-    name="pairwise",
-    version="echo-pairwise-v1",
-    system=(
-        "You are an expert, impartial judge comparing two image-generation outputs for the same request. The "
-        "order in which the outputs are shown must not influence you."
-    ),
-    user=(
-        "User prompt:\n<prompt>\n{prompt}\n</prompt>\n\n{inputs_note}"
-        "Output A is the first image after the inputs, output B the second. Describe what a good output would "
-        "look like, list the errors of each output, then decide. " + _CRITERIA + "\nFinish with exactly one "
-        "verdict: [[A]] if A is better, [[B]] if B is better, [[C]] for a tie."
-    ),
-)
-
-PROBABILITY_DIGITS = JudgePrompt(
-    name="probability-digits",
-    version="echo-prob-digits-v1",
-    system=SINGLE.system,
-    user=(
-        "User prompt:\n<prompt>\n{prompt}\n</prompt>\n\n{inputs_note}"
-        + _CRITERIA
-        + "\nRate the output from 1 "
-        "(useless) to 9 (flawless). Answer with the digit only.\nRating:"
-    ),
-)
-
-PROBABILITY_TRIG = JudgePrompt(
-    name="probability-trig",
-    version="echo-prob-trig-v1",
-    system=SINGLE.system,
-    user=(
-        "User prompt:\n<prompt>\n{prompt}\n</prompt>\n\n{inputs_note}" + _CRITERIA + "\nIs the output Good, "
-        "Medium or Bad? Answer with one word.\nAnswer:"
-    ),
-)
-
-
-TEXT_RENDERING = JudgePrompt(
-    name="text-rendering",
-    version="echo-text-v1",
-    system=(
-        "You are a meticulous proofreader of text rendered inside generated images. You judge only the text in "
-        "the image: its spelling, punctuation, grammar, completeness and legibility."
-    ),
-    user=(
-        "User prompt:\n<prompt>\n{prompt}\n</prompt>\n\n{inputs_note}"
-        "Read out every piece of text visible in the output image. Then list each error: misspellings, wrong or "
-        "missing punctuation, grammar mistakes, missing or extra characters, garbled glyphs, and text cut off by "
-        "the frame. Text that the prompt asks for verbatim must match it exactly; text the prompt leaves open must "
-        "be coherent and fit the image. Finish with a rating of the text rendering, an integer from 1 (illegible "
-        "or wrong) to 10 (flawless), written exactly as [[N]]."
-    ),
-)
+    def identity(self) -> dict[str, Any]:
+        """What run.json records: name, version, source and content hash."""
+        return {"name": self.name, "version": self.version, "source": self.source, "sha256": self.sha256}
 
 
 def quote_slot(text: str, tag: str) -> str:
@@ -131,17 +137,383 @@ def quote_slot(text: str, tag: str) -> str:
     return closing.sub(lambda m: "<\\" + m.group(1), text)
 
 
-def render(template: JudgePrompt, prompt: str, n_inputs: int) -> str:
-    """The user text of ``template`` for ``prompt`` with ``n_inputs`` input images shown before the output(s)."""
-    if n_inputs:
-        note = (
-            f"The first {n_inputs} image(s) are the user's input image(s); the image(s) after them are the "
-            "output(s) to judge.\n\n"
+# -- loading ---------------------------------------------------------------------------------------------------------
+_TOP_KEYS = {
+    "format",
+    "name",
+    "version",
+    "system",
+    "user",
+    "fields",
+    "layout",
+    "answer",
+    "temperature",
+    "image",
+}
+_ANSWER_KEYS = {"kind", "pattern", "pick", "low", "high", "reask"}
+_IMAGE_KEYS = {"short_side", "resample", "jpeg_quality"}
+
+
+def _fail(where: str, key: str, problem: str) -> ConfigError:
+    return ConfigError(f"judge prompt {where}: field {key!r}: {problem}")
+
+
+def _text(
+    doc: Mapping[str, Any], key: str, where: str, *, default: str | None = None, label: str = ""
+) -> str:
+    value = doc.get(key, default)
+    if value is None:
+        raise _fail(where, label or key, "missing (a text is required)")
+    if not isinstance(value, str):
+        raise _fail(where, label or key, f"expected text, got {type(value).__name__}")
+    if "\x00" in value:
+        raise _fail(where, label or key, "holds a NUL character")
+    return value
+
+
+def _number(
+    doc: Mapping[str, Any],
+    key: str,
+    where: str,
+    default: float,
+    low: float,
+    high: float,
+    *,
+    integer: bool,
+    label: str,
+) -> Any:
+    value = doc.get(key, default)
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or not (low <= value <= high):  # nan fails the range test
+        kind = "an integer" if integer else "a number"
+        raise _fail(where, label, f"expected {kind} in [{low:g}, {high:g}], got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def _choice(
+    doc: Mapping[str, Any], key: str, where: str, default: str, choices: Sequence[str], label: str
+) -> str:
+    value = doc.get(key, default)
+    if value not in choices:
+        raise _fail(where, label, f"expected one of {', '.join(choices)}, got {value!r}")
+    return str(value)
+
+
+def _section(doc: Mapping[str, Any], key: str, where: str, allowed: set[str]) -> dict[str, Any]:
+    value = doc.get(key) or {}
+    if not isinstance(value, dict):
+        raise _fail(where, key, f"expected a mapping, got {type(value).__name__}")
+    unknown = sorted(str(k) for k in value if k not in allowed)
+    if unknown:
+        raise _fail(where, f"{key}.{unknown[0]}", f"unknown field; allowed: {', '.join(sorted(allowed))}")
+    return value
+
+
+def prompt_from_mapping(doc: Any, where: str, *, builtin: bool = False) -> JudgePrompt:
+    """A :class:`JudgePrompt` from a parsed prompt file; ``where`` names the file in every error.
+
+    Raises:
+        ConfigError: one line naming ``where`` and the field: an unknown field, a wrong type, a value out of range,
+            a pattern that does not compile or lacks its one group, an unknown or misplaced placeholder.
+    """
+    if not isinstance(doc, dict):
+        raise ConfigError(
+            f"judge prompt {where}: expected a YAML mapping of fields, got {type(doc).__name__}"
         )
-        fidelity = _FIDELITY_I2I
-    else:
-        note = "There is no input image; the image(s) shown are the output(s) to judge.\n\n"
-        fidelity = _FIDELITY_T2I
-    return template.user.replace("{fidelity}", fidelity).format(
-        prompt=quote_slot(prompt, "prompt"), inputs_note=note
+    unknown = sorted(str(k) for k in doc if k not in _TOP_KEYS)
+    if unknown:
+        raise _fail(where, unknown[0], f"unknown field; allowed: {', '.join(sorted(_TOP_KEYS))}")
+    fmt = doc.get("format", PROMPT_FILE_FORMAT)
+    if fmt != PROMPT_FILE_FORMAT:
+        raise _fail(where, "format", f"expected {PROMPT_FILE_FORMAT!r}, got {fmt!r}")
+    name = _text(doc, "name", where, default=Path(where).stem)
+    version = _text(doc, "version", where, default=name)
+    if not name.strip() or not version.strip():
+        raise _fail(where, "name" if not name.strip() else "version", "must not be empty")
+    system = _text(doc, "system", where, default="")
+    user = _text(doc, "user", where)
+    raw_fields = doc.get("fields") or {}
+    if not isinstance(raw_fields, dict):
+        raise _fail(
+            where, "fields", f"expected a mapping of name -> with_inputs/without_inputs, got {raw_fields!r}"
+        )
+    fields = []
+    for fname, texts in raw_fields.items():
+        label = f"fields.{fname}"
+        if not isinstance(fname, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", fname):
+            raise _fail(where, label, "a field name is letters, digits and _ (not starting with a digit)")
+        if fname in ("prompt", "n_inputs") or _is_image_name(fname):
+            raise _fail(where, label, "this name is a built-in placeholder")
+        if isinstance(texts, str):
+            texts = {"with_inputs": texts, "without_inputs": texts}
+        section = _section({fname: texts}, fname, where, {"with_inputs", "without_inputs"})
+        fields.append(
+            (
+                fname,
+                _text(section, "with_inputs", where, default="", label=f"{label}.with_inputs"),
+                _text(section, "without_inputs", where, default="", label=f"{label}.without_inputs"),
+            )
+        )
+    layout = _choice(doc, "layout", where, "before_text", ("before_text", "interleaved"), "layout")
+    answer = _section(doc, "answer", where, _ANSWER_KEYS)
+    kind = _choice(answer, "kind", where, "rating", ANSWER_KINDS, "answer.kind")
+    pattern = _text(answer, "pattern", where, default=DEFAULT_PATTERN, label="answer.pattern")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "possible nested set": the pattern is the user's to write
+            compiled = re.compile(pattern)
+    except re.error as exc:
+        raise _fail(where, "answer.pattern", f"not a regular expression: {exc}") from None
+    if compiled.groups != 1:
+        raise _fail(
+            where, "answer.pattern", f"needs exactly one group around the verdict, has {compiled.groups}"
+        )
+    pick = _choice(answer, "pick", where, "last", ("last", "first"), "answer.pick")
+    low = _number(answer, "low", where, 1, -1000, 1000, integer=True, label="answer.low")
+    high = _number(answer, "high", where, 10, -1000, 1000, integer=True, label="answer.high")
+    if low >= high:
+        raise _fail(where, "answer.high", f"must be above answer.low ({low}), got {high}")
+    reask = _text(answer, "reask", where, default=_REASK.get(kind, ""), label="answer.reask")
+    temperature = _number(doc, "temperature", where, 0.0, 0.0, 2.0, integer=False, label="temperature")
+    image = _section(doc, "image", where, _IMAGE_KEYS)
+    short_side = _number(image, "short_side", where, 512, 16, 4096, integer=True, label="image.short_side")
+    resample = _choice(image, "resample", where, "lanczos", RESAMPLING_FILTERS, "image.resample")
+    quality = _number(image, "jpeg_quality", where, 85, 1, 95, integer=True, label="image.jpeg_quality")
+    field_names = {f[0] for f in fields}
+    _check_placeholders(user, "user", where, field_names, layout, kind)
+    for fname, with_inputs, without_inputs in fields:
+        for label, text in (("with_inputs", with_inputs), ("without_inputs", without_inputs)):
+            _check_placeholders(
+                text, f"fields.{fname}.{label}", where, set(), "before_text", kind, nested=True
+            )
+    content = {
+        "name": name,
+        "version": version,
+        "system": system,
+        "user": user,
+        "fields": [list(f) for f in fields],
+        "layout": layout,
+        "answer": kind,
+        "pattern": pattern,
+        "pick": pick,
+        "low": low,
+        "high": high,
+        "reask": reask,
+        "temperature": temperature,
+        "short_side": short_side,
+        "resample": resample,
+        "jpeg_quality": quality,
+    }
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    if not builtin:
+        version = f"{version}+sha256:{digest[:12]}"
+    return JudgePrompt(
+        name=name,
+        version=version,
+        system=system,
+        user=user,
+        fields=tuple(fields),
+        layout=layout,  # type: ignore[arg-type]
+        answer=kind,  # type: ignore[arg-type]
+        pattern=pattern,
+        pick=pick,  # type: ignore[arg-type]
+        low=low,
+        high=high,
+        reask=reask,
+        temperature=temperature,
+        short_side=short_side,
+        resample=resample,
+        jpeg_quality=quality,
+        source="built-in" if builtin else where,
+        sha256=digest,
     )
+
+
+def _is_image_name(name: str) -> bool:
+    return name in ("input_images", "output_images") or bool(_IMAGE_NAME.fullmatch(name))
+
+
+def _check_placeholders(
+    text: str, label: str, where: str, fields: set[str], layout: str, kind: str, *, nested: bool = False
+) -> None:
+    names = [m.group(1) for m in _TOKEN.finditer(text) if m.group(1)]
+    images = [n for n in names if _is_image_name(n)]
+    for n in names:
+        if n not in fields and n not in ("prompt", "n_inputs") and not _is_image_name(n):
+            known = ", ".join(sorted({"prompt", "n_inputs", *fields}))
+            raise _fail(
+                where, label, f"unknown placeholder {{{n}}}; known: {known} and the image placeholders"
+            )
+    if images and (nested or layout != "interleaved"):
+        raise _fail(
+            where,
+            label,
+            f"image placeholder {{{images[0]}}} needs layout: interleaved in the user template"
+            if not nested
+            else f"image placeholder {{{images[0]}}} belongs in the user template, not in a field",
+        )
+    if nested or layout != "interleaved":
+        return
+    n_outputs = 2 if kind == "preference" else 1
+    placed = {n for n in images if n.startswith("output")}
+    if "output_images" not in placed and not all(
+        f"output_image_{k}" in placed for k in range(1, n_outputs + 1)
+    ):
+        wanted = (
+            "{output_images}"
+            if n_outputs == 1
+            else "{output_images} or {output_image_1} and {output_image_2}"
+        )
+        raise _fail(where, label, f"layout: interleaved needs the output image placeholder(s): {wanted}")
+
+
+#: the largest judge prompt file read (bytes)
+MAX_PROMPT_FILE_BYTES = 1_000_000
+
+
+def read_small_file(path: str | Path, limit: int, what: str) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them.
+
+    Raises:
+        ConfigError: ``{what}: ...`` when the path is missing, not a regular file (a folder, a FIFO or a device,
+            which could block or never end), unreadable, or larger than ``limit``.
+    """
+    import stat
+
+    try:
+        info = os.stat(path)
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigError(f"{what}: is a folder; give the file")
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{what}: not a regular file")
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot read the file ({exc.strerror or exc})") from None
+    if len(raw) > limit:
+        raise ConfigError(f"{what}: the file is larger than {limit} bytes")
+    return raw
+
+
+def load_judge_prompt(path: str | Path) -> JudgePrompt:
+    """Read a judge prompt file (YAML, see the module docstring).
+
+    Raises:
+        ConfigError: the file cannot be read or parsed, or a field is wrong (the message names the file and field).
+    """
+    import yaml
+
+    where = str(path)
+    raw = read_small_file(path, MAX_PROMPT_FILE_BYTES, f"judge prompt {where}")
+    try:
+        doc = yaml.safe_load(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"judge prompt {where}: not UTF-8 text") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"judge prompt {where}: not valid YAML{at}: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"judge prompt {where}: nested too deeply to be a prompt file") from None
+    return prompt_from_mapping(doc, where)
+
+
+def builtin_prompt(name: str) -> JudgePrompt:
+    """A prompt shipped with the package (``single``, ``pairwise``, ``probability-digits``, ``probability-trig``,
+    ``text-rendering``); the files are in ``echo_builder/judge/prompt_files/``."""
+    import yaml
+
+    path = _BUILTIN_DIR / f"{name}.yaml"
+    if not path.is_file():
+        shipped = ", ".join(sorted(p.stem for p in _BUILTIN_DIR.glob("*.yaml")))
+        raise ConfigError(f"no built-in judge prompt {name!r}; shipped: {shipped}")
+    return prompt_from_mapping(yaml.safe_load(path.read_text(encoding="utf-8")), str(path), builtin=True)
+
+
+SINGLE = builtin_prompt("single")
+PAIRWISE = builtin_prompt("pairwise")
+PROBABILITY_DIGITS = builtin_prompt("probability-digits")
+PROBABILITY_TRIG = builtin_prompt("probability-trig")
+TEXT_RENDERING = builtin_prompt("text-rendering")
+
+
+# -- rendering -------------------------------------------------------------------------------------------------------
+def _values(template: JudgePrompt, prompt: str, n_inputs: int) -> dict[str, str]:
+    base = {"prompt": quote_slot(prompt, "prompt"), "n_inputs": str(n_inputs)}
+    values = dict(base)
+    for name, with_inputs, without_inputs in template.fields:
+        chosen = with_inputs if n_inputs else without_inputs
+        values[name] = "".join(text for text, _ in _tokens(chosen, base))
+    return values
+
+
+def _tokens(text: str, values: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """``text`` as ``(text, None)`` pieces and ``("", image placeholder)`` pieces, in one pass."""
+    out: list[tuple[str, str | None]] = []
+    pos = 0
+    for m in _TOKEN.finditer(text):
+        out.append((text[pos : m.start()], None))
+        token, name = m.group(0), m.group(1)
+        if token in ("{{", "}}"):
+            out.append((token[0], None))
+        elif name in values:
+            out.append((values[name], None))
+        else:
+            out.append(("", name))
+        pos = m.end()
+    out.append((text[pos:], None))
+    return out
+
+
+def render(template: JudgePrompt, prompt: str, n_inputs: int) -> str:
+    """The user text of ``template`` for ``prompt`` with ``n_inputs`` input images (image placeholders dropped)."""
+    return "".join(text for text, _ in _tokens(template.user, _values(template, prompt, n_inputs)))
+
+
+def render_parts(
+    template: JudgePrompt, prompt: str, inputs: Sequence[Any], outputs: Sequence[Any]
+) -> list[Any]:
+    """The user message's parts: ``str`` texts and the given image objects, in the template's layout.
+
+    ``before_text``: ``[*inputs, *outputs, text]``. ``interleaved``: texts and images in template order, inputs
+    that no placeholder names first; empty texts are left out.
+    """
+    tokens = _tokens(template.user, _values(template, prompt, len(inputs)))
+    if template.layout == "before_text":
+        return [*inputs, *outputs, "".join(text for text, _ in tokens)]
+    named = {
+        int(m.group(2)) - 1
+        for _, name in tokens
+        if name and (m := _IMAGE_NAME.fullmatch(name)) and m.group(1) == "input"
+    }
+    rest = [img for i, img in enumerate(inputs) if i not in named]
+    has_all_inputs = any(name == "input_images" for _, name in tokens)
+    parts: list[Any] = [] if has_all_inputs else list(rest)
+    buffer: list[str] = []
+
+    def place(images: Sequence[Any]) -> None:
+        # an image placeholder with nothing to place (no inputs) leaves the texts around it as one part
+        if not images:
+            return
+        if "".join(buffer):
+            parts.append("".join(buffer))
+        buffer.clear()
+        parts.extend(images)
+
+    for text, name in tokens:
+        if name is None:
+            buffer.append(text)
+        elif name == "input_images":
+            place(rest)
+        elif name == "output_images":
+            place(outputs)
+        else:
+            m = _IMAGE_NAME.fullmatch(name)
+            assert m is not None
+            pool = inputs if m.group(1) == "input" else outputs
+            k = int(m.group(2)) - 1
+            place(pool[k : k + 1])
+    if "".join(buffer):
+        parts.append("".join(buffer))
+    return parts

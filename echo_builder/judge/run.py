@@ -29,7 +29,14 @@ from echo_builder.backends.caller import ModelCaller, RetryPolicy, check_call_li
 from echo_builder.cache import CallCache
 from echo_builder.errors import ConfigError
 from echo_builder.judge.judging import Judge, JudgeItem
-from echo_builder.judge.prompts import PAIRWISE, PROBABILITY_DIGITS, PROBABILITY_TRIG, SINGLE
+from echo_builder.judge.prompts import (
+    PAIRWISE,
+    PROBABILITY_DIGITS,
+    PROBABILITY_TRIG,
+    SINGLE,
+    JudgePrompt,
+    load_judge_prompt,
+)
 from echo_builder.records import Verdict
 from echo_builder.secrets import get_logger, redact
 from echo_dataset.safe_io import check_inside, claim_output, mark_output, open_atomic, write_text
@@ -152,6 +159,7 @@ def run_judging(
     limit: int | None = None,
     progress: bool = True,
     probability_scale: Literal["digits", "trig"] = "digits",
+    judge_prompt: str | Path | JudgePrompt | None = None,
 ) -> JudgeRunResult:
     """Judge every (sample, model) of ``config`` with every judge spec and write the run folder.
 
@@ -164,9 +172,13 @@ def run_judging(
         judge_options: backend options per spec (``{"openai:gpt-4o": {"base_url": ...}}``).
         limit: judge only the first ``limit`` samples (for a quick look).
         probability_scale: for ``probability`` mode, ``digits`` (expected 1-9 rating) or ``trig`` (TRIGScore).
+        judge_prompt: a judge prompt file (or a loaded :class:`JudgePrompt`) replacing the built-in prompt of
+            ``mode``; its ``answer.kind`` must fit the mode (single: ``rating``, pairwise: ``preference``,
+            probability: ``digits`` or ``trig`` as ``probability_scale``). Its identity (name, version with the
+            content hash, source, SHA-256) goes into ``run.json`` and every verdict's ``prompt_version``.
 
     Raises:
-        ConfigError: no judges, no models, unknown mode, or unreadable outputs.
+        ConfigError: no judges, no models, unknown mode, unreadable outputs, or a bad or unfitting prompt file.
     """
     from echo_builder.judge.leaderboard import missing_models
     from echo_dataset.loading import read_config
@@ -179,6 +191,17 @@ def run_judging(
         raise ConfigError(f"unknown mode {mode!r}; use single, pairwise or probability")
     if limit is not None and limit < 1:
         raise ConfigError(f"limit must be >= 1, got {limit}")
+    probability = PROBABILITY_DIGITS if probability_scale == "digits" else PROBABILITY_TRIG
+    prompt = {"single": SINGLE, "pairwise": PAIRWISE, "probability": probability}[mode]
+    if judge_prompt is not None:
+        custom = judge_prompt if isinstance(judge_prompt, JudgePrompt) else load_judge_prompt(judge_prompt)
+        if custom.answer != prompt.answer:
+            raise ConfigError(
+                f"judge prompt {custom.source}: field 'answer.kind' is {custom.answer!r}, but --mode {mode}"
+                + (f" --probability-scale {probability_scale}" if mode == "probability" else "")
+                + f" needs {prompt.answer!r}"
+            )
+        prompt = custom
     all_samples = read_config(benchmark, config)
     samples = all_samples[:limit] if limit is not None else all_samples
     outputs = discover_outputs(outputs_dir)
@@ -226,7 +249,7 @@ def run_judging(
                 timeout_s=timeout_s,
                 retry=RetryPolicy(max_attempts=max_attempts),
             )
-            judge = Judge(caller)
+            judge = Judge(caller, prompts={prompt.answer: prompt})
             label = f"judging with {spec}" if progress else None
             if mode == "single":
                 batch = judge.single([it for items in per_sample.values() for it in items], progress=label)
@@ -260,14 +283,13 @@ def run_judging(
         # under `accelerate launch` every process holds all verdicts (gathered in order); rank 0 writes them
         return JudgeRunResult(out, verdicts, {})
     write_verdicts(verdicts, out / VERDICTS_FILE, root=out)
-    probability = PROBABILITY_DIGITS if probability_scale == "digits" else PROBABILITY_TRIG
-    prompt = {"single": SINGLE, "pairwise": PAIRWISE, "probability": probability}[mode]
     summary = {
         "echo_bench_version": __version__,
         "benchmark": str(benchmark),
         "config": config,
         "mode": mode,
         "prompt_version": prompt.version,
+        "judge_prompt": prompt.identity(),
         "n_samples": len(samples),
         "models": sorted(outputs),
         # no file, or a file that cannot be decoded: both are missing outputs, counted once per sample

@@ -121,6 +121,7 @@ def _metric_function(
             judges,
             judge_options=options.get("judge_options"),
             cache_dir=options.get("cache_dir"),
+            template=options.get("judge_prompt"),
         )
     raise ConfigError(f"unknown metric {name!r}; choose from {', '.join(METRIC_NAMES)}")
 
@@ -140,7 +141,8 @@ def run_metrics(
     Args:
         metrics: metric names; empty means all four (text rendering only when a judge is configured).
         options: ``dino_weights`` (path or ``random:<seed>``), ``structure_reduction``, ``face_backend``,
-            ``face_options``, ``judges``, ``judge_options``, ``cache_dir``.
+            ``face_options``, ``judges``, ``judge_options``, ``cache_dir``, ``judge_prompt`` (a
+            :class:`~echo_builder.judge.prompts.JudgePrompt` for ``text_rendering``).
 
     Returns:
         :class:`MetricsRunResult`; its ``summary`` rows hold ``model, metric, mean, n, n_nan, nan_reasons`` (reason

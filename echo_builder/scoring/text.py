@@ -47,6 +47,7 @@ def text_rendering(
     cache_dir: str | Path | None = None,
     concurrency: int = 8,
     max_attempts: int = 6,
+    template: Any | None = None,
 ) -> MetricResult:
     """Judge the text rendering of each output image.
 
@@ -55,6 +56,9 @@ def text_rendering(
         outputs: n output images (path, bytes, PIL image or datasets dict); ``None`` for a missing output.
         judges: judge backend specs.
         judge_options: backend options per spec; cache_dir: call cache (reruns repeat no call).
+        template: a :class:`~echo_builder.judge.prompts.JudgePrompt` (``answer.kind: rating``, e.g. from
+            :func:`~echo_builder.judge.prompts.load_judge_prompt`) replacing the built-in text-rendering prompt;
+            its ``low``/``high`` range is rescaled to [0, 1] the same way.
 
     Returns:
         :class:`MetricResult` with values in [0, 1] (higher is better), NaN with the reason for failures and
@@ -70,6 +74,9 @@ def text_rendering(
     from echo_builder.judge.judging import JudgeItem
     from echo_builder.judge.prompts import TEXT_RENDERING
 
+    template = template or TEXT_RENDERING
+    if template.answer != "rating":
+        raise ConfigError(f"judge prompt {template.source}: text_rendering needs answer.kind 'rating'")
     if len(prompts) != len(outputs):
         raise ConfigError(f"prompts and outputs differ in length: {len(prompts)} vs {len(outputs)}")
     if not judges:
@@ -83,7 +90,7 @@ def text_rendering(
     verdicts = verdicts_per_judge(
         items,
         judges,
-        lambda judge, batch: judge.single(batch, template=TEXT_RENDERING, criterion="text_rendering"),
+        lambda judge, batch: judge.single(batch, template=template, criterion="text_rendering"),
         judge_options=judge_options,
         cache_dir=cache_dir,
         concurrency=concurrency,
@@ -95,7 +102,11 @@ def text_rendering(
     errors = {j: [v.error for v in vs] for j, vs in verdicts.items()}
     values, reasons = [], []
     for i in range(len(items)):
-        valid = [normalise_rating(ratings[j][i]) for j in judges if not math.isnan(ratings[j][i])]
+        valid = [
+            (ratings[j][i] - template.low) / (template.high - template.low)
+            for j in judges
+            if not math.isnan(ratings[j][i])
+        ]
         values.append(float(np.mean(valid)) if valid else math.nan)
         reasons.append(None if valid else "; ".join(f"{j}: {statuses[j][i]}: {errors[j][i]}" for j in judges))
     return MetricResult(
@@ -106,7 +117,7 @@ def text_rendering(
             "statuses": statuses,
             "raw_texts": raw,
             "judges": list(judges),
-            "backend": _backend_id(judges, judge_options or {}),
+            "backend": _backend_id(judges, judge_options or {}, template.version),
         },
     )
 
@@ -114,12 +125,15 @@ def text_rendering(
 _NOT_IN_ID = ("key", "token", "secret", "password", "base_url", "header", "timeout", "concurrency")
 
 
-def _backend_id(judges: Sequence[str], judge_options: dict[str, dict[str, Any]]) -> str:
+def _backend_id(
+    judges: Sequence[str], judge_options: dict[str, dict[str, Any]], prompt_version: str | None = None
+) -> str:
     """Every setting that changes a rating: the judges, the prompt template's version and each judge's options
     (credentials, server address and call limits left out), e.g.
     ``"text_rendering:openai:gpt-4o{temperature=0}+prompt=echo-text-v1"``."""
     from echo_builder.judge.prompts import TEXT_RENDERING
 
+    prompt_version = prompt_version or TEXT_RENDERING.version
     parts = []
     for judge in judges:
         options = {
@@ -129,4 +143,4 @@ def _backend_id(judges: Sequence[str], judge_options: dict[str, dict[str, Any]])
         }
         shown = ",".join(f"{k}={v}" for k, v in options.items())
         parts.append(f"{judge}{{{shown}}}" if shown else judge)
-    return f"text_rendering:{','.join(parts)}+prompt={TEXT_RENDERING.version}"
+    return f"text_rendering:{','.join(parts)}+prompt={prompt_version}"

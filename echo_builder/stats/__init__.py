@@ -27,6 +27,7 @@ from echo_builder.stats.bootstrap import bootstrap_win_rates
 from echo_builder.stats.bradley_terry import bootstrap_bradley_terry, bradley_terry
 from echo_builder.stats.elo import elo_ratings
 from echo_builder.stats.ensemble import majority_vote
+from echo_builder.stats.normal import normal_win_rates
 from echo_builder.stats.plots import plot_head_to_head, plot_tradeoff_heatmap, plot_win_rates
 from echo_builder.stats.pseudo_pairwise import failure_counts, pseudo_pairwise
 from echo_builder.stats.schema import (
@@ -69,6 +70,7 @@ __all__ = [
     "load_votes",
     "majority_vote",
     "model_rank_agreement",
+    "normal_win_rates",
     "pair_agreement",
     "plot_head_to_head",
     "plot_tradeoff_heatmap",

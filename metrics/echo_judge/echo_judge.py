@@ -38,6 +38,7 @@ Args:
     judge_options: optional {spec: {option: value}} such as {"openai:gpt-4o": {"base_url": "http://localhost:8000/v1"}}.
     cache_dir: optional folder for the call cache (reruns repeat no call).
     mode: "single" (1-10 ratings, default) or "probability" (expected 1-9 rating from token probabilities).
+    judge_prompt: optional judge prompt file (YAML; docs/reproducing-echo.md) replacing the built-in prompt.
 Returns:
     echo_judge: mean rating over samples with at least one valid rating (higher is better),
     scores: per-sample rating (mean over judges; NaN when every judge failed),
@@ -71,7 +72,15 @@ class EchoJudge(LosslessImageInputs, evaluate.Metric):
         )
 
     def _compute(
-        self, predictions, references, prompts, judges=(), judge_options=None, cache_dir=None, mode="single"
+        self,
+        predictions,
+        references,
+        prompts,
+        judges=(),
+        judge_options=None,
+        cache_dir=None,
+        mode="single",
+        judge_prompt=None,
     ):
         predictions, references = [restore(p) for p in predictions], restore_lists(references)
         report = grade_outputs(
@@ -82,6 +91,7 @@ class EchoJudge(LosslessImageInputs, evaluate.Metric):
             judge_options=judge_options,
             cache_dir=cache_dir,
             mode=mode,
+            judge_prompt=judge_prompt,
         )
         scores = report["ratings"]
         valid = [s for s in scores if s == s]

@@ -7,6 +7,7 @@ import datasets
 import evaluate
 
 from echo_builder.citation import ECHO_BIBTEX, ECHO_PAPER_URL
+from echo_builder.judge.prompts import load_judge_prompt
 from echo_builder.scoring.module_inputs import LosslessImageInputs, restore
 from echo_builder.scoring.text import text_rendering
 
@@ -22,6 +23,7 @@ Args:
     predictions: output images, one per sample (PIL images, numpy arrays, paths or encoded bytes).
     prompts: the prompts (what text was asked for).
     judges: backend specs, e.g. ["openai:gpt-4o"]; judge_options: {spec: {option: value}}; cache_dir: call cache.
+    judge_prompt: optional judge prompt file (YAML, answer.kind rating; docs/reproducing-echo.md).
 Returns:
     text_rendering: mean over samples with a value, scores, nan_reasons, ratings (raw 1-10 per judge).
 Examples:
@@ -49,10 +51,18 @@ class TextRendering(LosslessImageInputs, evaluate.Metric):
             reference_urls=[ECHO_PAPER_URL],
         )
 
-    def _compute(self, predictions, prompts, judges=(), judge_options=None, cache_dir=None):
+    def _compute(
+        self, predictions, prompts, judges=(), judge_options=None, cache_dir=None, judge_prompt=None
+    ):
         predictions = [restore(p) for p in predictions]
+        template = load_judge_prompt(judge_prompt) if judge_prompt is not None else None
         result = text_rendering(
-            prompts, predictions, list(judges), judge_options=judge_options, cache_dir=cache_dir
+            prompts,
+            predictions,
+            list(judges),
+            judge_options=judge_options,
+            cache_dir=cache_dir,
+            template=template,
         )
         return {
             "text_rendering": result.mean(),

@@ -37,8 +37,11 @@ Args:
     judge: optional list with the judge name of each row (several judges are combined by majority vote).
     missing: "loss" (default) or "skip".
     n_boot: bootstrap replicates (default 1000); seed: random seed (default 0).
+    ci: "bootstrap" (default, over prompts) or "normal" (mean +- 1.96 sd / sqrt(n) over comparisons, as ECHO's
+        released code; docs/reproducing-echo.md).
 Returns:
-    win_rate, ci_low, ci_high, bt_rating, n_comparisons, n_missing: dicts keyed by model; models: best first.
+    win_rate, ci_low, ci_high, bt_rating, n_comparisons, n_missing: dicts keyed by model; models: best first;
+    ci_method: which interval ci_low/ci_high hold.
 Examples:
     >>> import evaluate
     >>> wr = evaluate.load("metrics/win_rate")
@@ -78,7 +81,9 @@ class WinRate(evaluate.Metric):
             kwargs["sample_id"] = str(kwargs["sample_id"])
         return super().add(prediction=prediction, reference=reference, **kwargs)
 
-    def _compute(self, model, sample_id, score, judge=None, missing="loss", n_boot=1000, seed=0):
+    def _compute(
+        self, model, sample_id, score, judge=None, missing="loss", n_boot=1000, seed=0, ci="bootstrap"
+    ):
         scores = [math.nan if s is None else float(s) for s in score]
         ratings = pd.DataFrame(
             {
@@ -89,4 +94,4 @@ class WinRate(evaluate.Metric):
                 "status": ["missing_output" if math.isnan(s) else "ok" for s in scores],
             }
         )
-        return win_rate_report(ratings, missing=missing, n_boot=n_boot, seed=seed)
+        return win_rate_report(ratings, missing=missing, n_boot=n_boot, seed=seed, ci=ci)

@@ -27,7 +27,7 @@ from echo_builder.errors import ConfigError
 from echo_builder.judge.leaderboard import LEADERBOARD_COLUMNS, Leaderboard, leaderboard_from_run
 from echo_builder.judge.run import RUN_FILE, VERDICTS_FILE
 
-__all__ = ["TABLE_COLUMNS", "LeaderboardView", "RunSource", "display_table"]
+__all__ = ["PAPER_COLUMNS", "TABLE_COLUMNS", "LeaderboardView", "RunSource", "display_table", "paper_table"]
 
 #: Columns of the leaderboard table as shown (rounded: win rates to 3 decimals, ratings to 1).
 TABLE_COLUMNS = ("rank", *LEADERBOARD_COLUMNS)
@@ -37,6 +37,31 @@ _PLOT_CAPTIONS = {
     "head_to_head.png": "Head to head: row model's win rate against the column model",
     "tradeoff.png": "Trade-offs between judges and criteria (TRIG)",
 }
+
+
+#: Columns of the "from the paper" table as shown (win rates rounded to 3 decimals).
+PAPER_COLUMNS = (
+    "model",
+    "your_win_rate",
+    "your_ci_low",
+    "your_ci_high",
+    "paper_model",
+    "paper_win_rate",
+    "paper_source",
+)
+
+
+def paper_table(board: Leaderboard | None, config: str | None) -> pd.DataFrame:
+    """ECHO's published win rates beside the run's, for the run's config
+    (:func:`echo_builder.judge.published.paper_comparison`): the run's models first (matched to the paper's by
+    name), then the paper's models that the run lacks; every paper number is labelled ``from the paper``. With no
+    run (``board`` None) the paper's numbers alone; an empty frame for a config the paper did not rank."""
+    from echo_builder.judge.published import paper_comparison
+
+    frame = paper_comparison(board.table if board is not None else None, config)
+    for column in ("your_win_rate", "your_ci_low", "your_ci_high", "paper_win_rate"):
+        frame[column] = frame[column].astype(float).round(3)
+    return frame[list(PAPER_COLUMNS)].reset_index(drop=True)
 
 
 def display_table(board: Leaderboard) -> pd.DataFrame:
@@ -64,6 +89,7 @@ class LeaderboardView:
         position_bias: per judge, the position-bias rate (pairwise runs; empty otherwise).
         plots: (PNG path, caption) for each plot written.
         board: the :class:`~echo_builder.judge.leaderboard.Leaderboard` itself.
+        paper: :func:`paper_table` for the run's config (ECHO's published win rates beside the run's).
     """
 
     summary: str
@@ -72,6 +98,7 @@ class LeaderboardView:
     position_bias: pd.DataFrame
     plots: list[tuple[str, str]]
     board: Leaderboard
+    paper: pd.DataFrame | None = None
 
 
 class RunSource:
@@ -189,14 +216,28 @@ class RunSource:
             if len(groups) > 1
             else []
         )
+        info = self.run_info()
+        paper = paper_table(board, info.get("config"))
+        if not paper.empty:
+            notes.append(_paper_note(info.get("config")))
         return LeaderboardView(
-            summary=_summary(board, self.run_info(), self.name, missing, notes),
+            summary=_summary(board, info, self.name, missing, notes),
             table=display_table(board),
             failures=failures.reset_index(drop=True),
             position_bias=bias.reset_index(drop=True),
             plots=plots,
             board=board,
+            paper=paper,
         )
+
+
+def _paper_note(config: str | None) -> str:
+    from echo_builder.judge.published import PAPER_LABEL
+
+    return (
+        f"Beside this run: ECHO's published win rates on `{config}`, {PAPER_LABEL} (table below). They come from "
+        "another judge setup and other models and opponents: compare orderings and rough gaps, not digits."
+    )
 
 
 def _summary(board: Leaderboard, info: dict[str, Any], name: str, missing: str, notes: list[str]) -> str:

@@ -7,6 +7,7 @@ out and wires them. Every handler is also a named API endpoint (``api_name``), c
 - ``/show_sample`` (config, sample_id) -> (prompt, details, input gallery, community-output gallery, model-output
   gallery, feedback table, applicability table, source links)
 - ``/leaderboard`` (run, missing) -> (summary, table, plots gallery, failure counts, position bias)
+- ``/paper_win_rates`` (run) -> (heading, ECHO's published win rates beside the run's, for the run's config)
 - ``/score_pair`` (input image, output image, prompt) -> (metric table, color swatch, color summary)
 """
 
@@ -167,6 +168,33 @@ class EchoSpace:
             gr.Dataframe(value=view.failures, visible=not view.failures.empty),
             gr.Dataframe(value=view.position_bias, visible=not view.position_bias.empty),
         )
+
+    def paper_win_rates(self, run: str | None) -> tuple[str, pd.DataFrame]:
+        """Handler of ``/paper_win_rates``: (heading, table) of ECHO's published win rates beside the run's on the
+        run's config; with no run, or a run that cannot be ranked, the paper's numbers for both configs."""
+        from echo_builder.errors import EchoError
+        from echo_builder.judge.published import PAPER_LABEL
+        from echo_space.leaderboard import paper_table
+
+        source = self.runs.get(run) if run else None
+        if source is not None:
+            try:
+                config = source.run_info().get("config")
+                view = source.view("loss")
+            except (EchoError, OSError, ValueError):
+                source = None
+            else:
+                if view.paper is not None and not view.paper.empty:
+                    heading = (
+                        f"### ECHO's published win rates, {PAPER_LABEL}, beside run `{run}` (`{config}`)\n"
+                        "Models are matched by name; the paper's numbers come from another judge setup and "
+                        "other opponents, so compare orderings and rough gaps, not digits."
+                    )
+                    return heading, view.paper
+        tables = [paper_table(None, c).assign(config=c) for c in ("image_to_image", "text_to_image")]
+        heading = f"### ECHO's published win rates (I2I and T2I), {PAPER_LABEL}"
+        both = pd.concat(tables, ignore_index=True)
+        return heading, both[["config", "paper_model", "paper_win_rate", "paper_source"]]
 
     # ------------------------------------------------------------------------------------------ playground
     def score_pair(self, input_image: Any, output_image: Any, prompt: str = "") -> tuple[Any, ...]:
@@ -343,6 +371,13 @@ def _leaderboard_tab(space: EchoSpace, demo: Any) -> None:
     run.change(**args, api_name="leaderboard")
     missing.change(**args, api_visibility="private")
     demo.load(**args, api_visibility="private")
+    paper_heading = gr.Markdown(elem_id="echo-paper-heading")
+    paper = gr.Dataframe(
+        label="From the paper (ECHO, arXiv 2510.15021)", interactive=False, elem_id="echo-paper"
+    )
+    paper_args = {"fn": space.paper_win_rates, "inputs": [run], "outputs": [paper_heading, paper]}
+    run.change(**paper_args, api_name="paper_win_rates")
+    demo.load(**paper_args, api_visibility="private")
 
 
 def _playground_tab(space: EchoSpace) -> None:

@@ -190,6 +190,17 @@ def test_failures_and_missing_outputs_are_counted(client):
     assert loss["pixelforge-1"]["n_comparisons"] == 6 and skip["pixelforge-1"]["n_comparisons"] == 4
 
 
+def test_paper_win_rates_beside_the_run(client):
+    """/paper_win_rates: ECHO's published image-to-image win rates under the run, labelled from the paper; the
+    demo's fictional models are not in the paper, so every paper model is listed on its own row."""
+    heading, table = client.predict("image_to_image", api_name="/paper_win_rates")
+    assert "from the paper" in heading and "image_to_image" in heading
+    rows = _table(table)
+    paper = {r["paper_model"]: r["paper_win_rate"] for r in rows if r["paper_model"]}
+    assert paper["4o Image Gen"] == 0.81 and paper["Anole"] == 0.07 and len(paper) == 8
+    assert {r["model"] for r in rows if r["model"]} == {"lumen-2", "nova-edit", "pixelforge-1"}
+
+
 # ------------------------------------------------------------------------------------------- Metric playground
 
 
