@@ -272,7 +272,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     from echo_builder.stages.templates_screenshots import SCREENSHOTS_VERSION, TEMPLATES_VERSION
     from echo_builder.stages.threads import build_trees
     from echo_builder.stages.tier import APPLICABILITY_VERSION, TIER_VERSION
-    from echo_dataset.pseudonym import author_identifiers
+    from echo_dataset.pseudonym import BUILD_SALT_FILE, author_identifiers
 
     # everything that can be wrong with the options is checked before any stage runs or any file is written
     if not 1 <= config.relevance_threshold <= 5:
@@ -328,8 +328,10 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
             # nothing was written but the marker and build.json: an earlier build's files are intact, and a folder
             # this run made (holding nothing worth keeping) is removed again
             if folder.created:
-                for name in (MARKER_FILE, "build.json"):
+                for name in (MARKER_FILE, "build.json", BUILD_SALT_FILE):
                     (out / name).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    (out / "stages").rmdir()  # held only the salt
                 with contextlib.suppress(OSError):
                     out.rmdir()
             detail = "; ".join(_describe(p) for p in errors[:3]) or "no file in a supported format"

@@ -248,7 +248,10 @@ def build_salt(
     if stored != salt:
         stored_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = stored_file.with_name(stored_file.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if tmp.is_symlink() or tmp.is_file():
+            tmp.unlink()  # left by a crashed run (a link is removed, never followed)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(tmp, flags, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(salt + "\n")
         os.replace(tmp, stored_file)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import stat
@@ -189,7 +190,12 @@ def open_atomic(
         raise ValueError(f"mode must be 'wb' or 'w', got {mode!r}")
     ensure_dir(root, path.parent)
     check_inside(root, path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp_name = f".{path.name}.tmp-{os.getpid()}"
+    if (
+        len(tmp_name.encode("utf-8", "surrogateescape")) > 255
+    ):  # a name already at NAME_MAX: a hashed stand-in
+        tmp_name = f".{hashlib.sha256(os.fsencode(path.name)).hexdigest()[:24]}.tmp-{os.getpid()}"
+    tmp = path.with_name(tmp_name)
     with contextlib.suppress(FileNotFoundError):
         if stat.S_ISLNK(os.lstat(tmp).st_mode) or tmp.is_file():
             os.unlink(tmp)  # left by a crashed run of this process id (a link is removed, never followed)

@@ -315,7 +315,7 @@ def test_publish_refuses_a_linked_file(ws):
             raise AssertionError("no network work for a refused folder")
 
     with pytest.raises(InvalidHubFolderError, match=r"README\.md is a symbolic link"):
-        publish(out, "me/echo", api=Api(), pseudonymize=False)
+        publish(out, "me/echo", api=Api(), check_pseudonymized=False)
 
 
 def test_the_call_cache_never_opens_a_linked_database(tmp_path):
@@ -664,7 +664,7 @@ def test_publish_to_an_unresolvable_hub_is_one_error_line(ws, monkeypatch):
             raise httpx.ConnectError("[Errno -2] Name or service not known")
 
     monkeypatch.setattr(huggingface_hub, "HfApi", Unreachable)
-    result = _cli("publish", out, "--repo-id", "me/echo", "--token", "hf_test", "--no-pseudonymize")
+    result = _cli("publish", out, "--repo-id", "me/echo", "--token", "hf_test", "--skip-pseudonym-check")
     _one_error(result, "hub.invalid", "Name or service not known", "nothing was published")
 
 
