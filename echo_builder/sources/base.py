@@ -528,29 +528,22 @@ def clean_json(value: Any) -> tuple[Any, int]:
     stack = [value]
     while stack:
         node = stack.pop()
-        if isinstance(node, dict):
-            if any(isinstance(k, str) and not k.isascii() and _SURROGATE.search(k) for k in node):
-                items = list(node.items())
-                node.clear()
-                for k, v in items:
-                    if isinstance(k, str):
-                        k, n = clean_text(k)
-                        changed += n > 0
-                    node[k] = v
-            for k, v in node.items():
+        if isinstance(node, dict) and any(
+            isinstance(k, str) and not k.isascii() and _SURROGATE.search(k) for k in node
+        ):
+            items = list(node.items())
+            node.clear()
+            for k, v in items:
+                if isinstance(k, str):
+                    k, n = clean_text(k)
+                    changed += n > 0
+                node[k] = v
+        if isinstance(node, (dict, list)):
+            for k, v in list(node.items() if isinstance(node, dict) else enumerate(node)):
                 if isinstance(v, str):
                     text, n = clean_text(v)
                     if n:
                         node[k] = text
-                        changed += 1
-                elif isinstance(v, (dict, list)):
-                    stack.append(v)
-        elif isinstance(node, list):
-            for i, v in enumerate(node):
-                if isinstance(v, str):
-                    text, n = clean_text(v)
-                    if n:
-                        node[i] = text
                         changed += 1
                 elif isinstance(v, (dict, list)):
                     stack.append(v)
