@@ -44,6 +44,18 @@ def _one_line(text: str) -> str:
     return " ".join(text.split("\n")).strip()
 
 
+def _silence_stdout() -> None:
+    """Point standard output at the null device, so flushing it at exit cannot raise a second broken pipe."""
+    import os
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (a test runner's buffer): nothing to do
+        pass
+
+
 class _Group(click.Group):
     """Turns expected errors into one clear line and exit code 1 instead of a traceback, and shows library
     warnings (e.g. dropped self-battle votes) as one-line notes."""
@@ -63,6 +75,10 @@ class _Group(click.Group):
         warnings.showwarning = note  # type: ignore[assignment]
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            # the reader went away (`echo-bench leaderboard ... | head`): nothing to report, and no one to read it
+            _silence_stdout()
+            ctx.exit(0)
         except (EchoError, EchoDatasetError, FileNotFoundError, NotADirectoryError) as exc:
             click.echo(f"error: {redact(_one_line(str(exc)))}", err=True)
             ctx.exit(1)
@@ -74,8 +90,11 @@ class _Group(click.Group):
         except sqlite3.Error as exc:  # the call cache's database (full disk, read-only, locked)
             click.echo(f"error: the call cache failed: {redact(_one_line(str(exc)))}", err=True)
             ctx.exit(1)
-        except click.UsageError:
-            raise  # click prints the usage line with it
+        except click.UsageError as exc:
+            # one line like every other error (click's own form is three), naming where the usage is explained
+            where = exc.ctx.command_path if exc.ctx is not None else "echo-bench"
+            click.echo(f"error: {redact(_one_line(exc.format_message()))} (see '{where} --help')", err=True)
+            ctx.exit(exc.exit_code)
         except click.ClickException as exc:  # e.g. publish's: the same "error: ..." line as everywhere
             click.echo(f"error: {redact(exc.format_message())}", err=True)
             ctx.exit(exc.exit_code)

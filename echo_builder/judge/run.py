@@ -44,6 +44,7 @@ from echo_dataset.safe_io import check_inside, claim_output, mark_output, open_a
 __all__ = [
     "IMAGE_EXTENSIONS",
     "JudgeRunResult",
+    "check_output_matches",
     "discover_outputs",
     "read_verdicts",
     "run_judging",
@@ -205,6 +206,7 @@ def run_judging(
     all_samples = read_config(benchmark, config)
     samples = all_samples[:limit] if limit is not None else all_samples
     outputs = discover_outputs(outputs_dir)
+    check_output_matches(benchmark, config, outputs_dir, all_samples, outputs)
     in_benchmark = {row["id"] for row in all_samples}
     stray = {
         m: sorted(set(files) - in_benchmark) for m, files in outputs.items() if set(files) - in_benchmark
@@ -313,15 +315,79 @@ def run_judging(
         "wall_time_s": round(time.time() - started, 3),
     }
     write_text(out, out / RUN_FILE, redact(json.dumps(summary, indent=2, sort_keys=True)) + "\n")
-    # One outputs folder often serves several configs: only ids that no config of the benchmark holds are news
-    # (a renamed file, another benchmark's outputs); the count of all ignored files stays in run.json.
-    elsewhere = _ids_of_other_configs(benchmark, config) if stray else set()
-    unknown = {m: n for m, ids in stray.items() if (n := len(set(ids) - elsewhere))}
+    # (outputs matching no sample were warned about before any call: check_output_matches; run.json counts them)
+    return JudgeRunResult(out, verdicts, summary)
+
+
+def check_output_matches(
+    benchmark: str | Path,
+    config: str,
+    outputs_dir: str | Path,
+    samples: Sequence[dict[str, Any]],
+    outputs: dict[str, dict[str, Path]],
+) -> dict[str, int]:
+    """Check ``outputs`` (from :func:`discover_outputs`) against the config's ``samples`` before any work.
+
+    Used by ``judge`` and ``metrics`` alike. Warns (logging) about a model none of whose files matches a sample and
+    about files whose stem is a sample id of no config of the benchmark (files of the benchmark's other configs are
+    expected in a shared outputs folder and are not counted).
+
+    Returns:
+        model -> count of its files that match no sample of any config.
+
+    Raises:
+        ConfigError: the config has no sample, or no output file of any model matches one of its sample ids (a
+            wrong folder, one level too high or too low, or misnamed files); nothing has been written then.
+    """
+    if not samples:
+        raise ConfigError(
+            f"config {config!r} of {str(benchmark)!r} has no sample: nothing to evaluate (is it the right config? "
+            "the build's report.json says what each stage kept)"
+        )
+    ids = {str(s["id"]) for s in samples}
+    matched = {model: sum(1 for stem in files if stem in ids) for model, files in outputs.items()}
+    stray = {model: [stem for stem in files if stem not in ids] for model, files in outputs.items()}
+    elsewhere = _ids_of_other_configs(benchmark, config) if any(stray.values()) else set()
+    unknown = {m: n for m, stems in stray.items() if (n := len(set(stems) - elsewhere))}
+    if not outputs:
+        raise ConfigError(
+            f"no model folder with output images in {str(outputs_dir)!r}; expected <outputs>/<model>/<sample_id>.png"
+        )
+    if not any(matched.values()):
+        n_files = sum(len(files) for files in outputs.values())
+        nested = sorted(
+            str(p.relative_to(outputs_dir))
+            for model in outputs
+            for p in (Path(outputs_dir) / model).iterdir()
+            if p.is_dir() and not p.name.startswith(".")
+        )
+        # one line whatever the names hold: control characters are shown escaped
+        example = str(samples[0]["id"]).encode("unicode_escape").decode("ascii")
+        hint = (
+            f"; the model folders hold sub-folders ({', '.join(repr(n) for n in nested[:3])}"
+            f"{', ...' if len(nested) > 3 else ''}): "
+            "is --outputs one level too high?"
+            if nested
+            else ""
+        )
+        raise ConfigError(
+            f"no output file in {str(outputs_dir)!r} matches a sample id of config {config!r} "
+            f"({len(outputs)} model folder(s), {n_files} image file(s)); expected <outputs>/<model>/<sample_id>.png, "
+            f"e.g. <model>/{example}.png{hint}"
+        )
+    for model, n in matched.items():
+        if not n:
+            log.warning(
+                "model %r: none of its %d output file(s) matches a sample id of config %r; all its values are NaN",
+                model,
+                len(outputs[model]),
+                config,
+            )
     if unknown:
         log.warning(
             "outputs for samples in no config of %s were ignored (files per model): %s", benchmark, unknown
         )
-    return JudgeRunResult(out, verdicts, summary)
+    return unknown
 
 
 def _ids_of_other_configs(benchmark: str | Path, config: str) -> set[str]:

@@ -159,7 +159,7 @@ def run_metrics(
     import pandas as pd
 
     from echo_builder.generate.manifest import generation_failures
-    from echo_builder.judge.run import discover_outputs
+    from echo_builder.judge.run import check_output_matches, discover_outputs
     from echo_dataset.loading import read_config
 
     options = dict(options or {})
@@ -170,7 +170,7 @@ def run_metrics(
             raise ConfigError(f"unknown metric {name!r}; choose from {', '.join(METRIC_NAMES)}")
     samples = read_config(benchmark, config)
     outputs = discover_outputs(outputs_dir)
-    unmatched = _check_matches(benchmark, config, outputs_dir, samples, outputs)
+    unmatched = check_output_matches(benchmark, config, outputs_dir, samples, outputs)
     # `echo-bench generate` records why an output is missing (refused, nsfw, error); the NaN reason shows it
     failures = {model: generation_failures(Path(outputs_dir) / model) for model in outputs}
     out = Path(out_dir)
@@ -241,62 +241,6 @@ def run_metrics(
 
 #: Columns of ``metrics.parquet`` / ``metrics.csv``, in order.
 ROW_COLUMNS = ("model", "sample_id", "metric", "value", "nan_reason", "note", "detail")
-
-
-def _check_matches(
-    benchmark: str | Path,
-    config: str,
-    outputs_dir: str | Path,
-    samples: Sequence[dict[str, Any]],
-    outputs: dict[str, dict[str, Path]],
-) -> dict[str, int]:
-    """Warn about output files that match no sample (as ``judge`` does); raise when nothing matches at all.
-
-    Returns model -> count of its files whose stem is a sample id of no config of the benchmark (files of the
-    benchmark's other configs are expected in a shared outputs folder and are not counted).
-    """
-    from echo_builder.judge.run import _ids_of_other_configs
-
-    ids = {str(s["id"]) for s in samples}
-    matched = {model: sum(1 for stem in files if stem in ids) for model, files in outputs.items()}
-    stray = {model: [stem for stem in files if stem not in ids] for model, files in outputs.items()}
-    elsewhere = _ids_of_other_configs(benchmark, config) if any(stray.values()) else set()
-    unknown = {m: n for m, stems in stray.items() if (n := len(set(stems) - elsewhere))}
-    if samples and not any(matched.values()):
-        n_files = sum(len(files) for files in outputs.values())
-        nested = sorted(
-            str(p.relative_to(outputs_dir))
-            for model in outputs
-            for p in (Path(outputs_dir) / model).iterdir()
-            if p.is_dir() and not p.name.startswith(".")
-        )
-        # one line whatever the names hold: control characters are shown escaped
-        example = str(samples[0]["id"]).encode("unicode_escape").decode("ascii")
-        hint = (
-            f"; the model folders hold sub-folders ({', '.join(repr(n) for n in nested[:3])}"
-            f"{', ...' if len(nested) > 3 else ''}): "
-            "is --outputs one level too high?"
-            if nested
-            else ""
-        )
-        raise ConfigError(
-            f"no output file in {str(outputs_dir)!r} matches a sample id of config {config!r} "
-            f"({len(outputs)} model folder(s), {n_files} image file(s)); expected <outputs>/<model>/<sample_id>.png, "
-            f"e.g. <model>/{example}.png{hint}"
-        )
-    for model, n in matched.items():
-        if not n and samples:
-            log.warning(
-                "model %r: none of its %d output file(s) matches a sample id of config %r; all its values are NaN",
-                model,
-                len(outputs[model]),
-                config,
-            )
-    if unknown:
-        log.warning(
-            "outputs for samples in no config of %s were ignored (files per model): %s", benchmark, unknown
-        )
-    return unknown
 
 
 def _rows_for(
