@@ -24,7 +24,7 @@ outputs of three fictional models for the benchmark prompts: ``lumen-2`` (a yell
 
 A judge run (ECHO Flow 2) needs a VLM, so the demo prints the exact commands instead (:attr:`DemoSummary.
 judge_commands`). ``OUT`` must be absent or empty, or ``overwrite=True`` replaces what a previous demo wrote
-there (only the entries above and ``runs/``; other files are left alone).
+there (only the entries above; ``runs/``, where the printed judge commands write, and other files are kept).
 """
 
 from __future__ import annotations
@@ -63,6 +63,9 @@ DEMO_MODELS = ("lumen-2", "nova-edit", "pixelforge-1")
 JUDGE_SPECS = ("openai:gpt-4o", "transformers:Qwen/Qwen2.5-VL-7B-Instruct")
 BENCHMARK_CONFIGS = ("text_to_image", "image_to_image")
 _DEMO_ENTRIES = ("posts", "benchmark", "outputs", "metrics", "runs", "summary.json")
+#: What the demo writes itself, the only entries ``--overwrite`` replaces: ``runs/`` holds the user's judge runs
+#: (paid calls and their cache), made by the commands the demo prints, and is kept.
+_DEMO_WRITES = ("posts", "benchmark", "outputs", "metrics", "summary.json")
 
 
 def demo_data_dir() -> Path:
@@ -138,7 +141,7 @@ def _prepare(out: Path, overwrite: bool) -> None:
                 "echo-bench never deletes files it did not write: choose a new or empty folder"
             )
         claim_demo(out)  # writable, and marked as a demo, before anything is deleted
-        for name in _DEMO_ENTRIES:
+        for name in _DEMO_WRITES:
             path = check_inside(out, out / name, final_may_be_link=True)
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)

@@ -301,9 +301,13 @@ def test_refuses_a_non_empty_out_and_overwrites_only_its_own_entries(tmp_path):
     assert _cli("demo", "--out", str(out), "--no-progress").exit_code == 0
     (out / "notes.txt").write_text("mine")
     (out / "metrics" / "stale.csv").write_text("x")
+    # a judge run made by the commands the demo prints: the user's (paid calls), never the demo's to delete
+    (out / "runs" / "image_to_image").mkdir(parents=True)
+    (out / "runs" / "image_to_image" / "run.json").write_text("{}")
     done = _cli("demo", "--out", str(out), "--overwrite", "--no-progress")
     assert done.exit_code == 0, done.output
     assert (out / "notes.txt").read_text() == "mine" and not (out / "metrics" / "stale.csv").exists()
+    assert (out / "runs" / "image_to_image" / "run.json").read_text() == "{}"
     assert json.loads((out / "summary.json").read_text())["configs"]["image_to_image"] == 3
 
 
