@@ -208,9 +208,10 @@ class CallCache:
         """The stored value for ``key``, or ``None``. Counts a hit or a miss for ``backend``."""
         with self._lock:
             row = self._conn.execute("SELECT value FROM calls WHERE key = ?", (key,)).fetchone()
+            value = _stored_value(row[0], key) if row else None
             counts = self._pending.setdefault(backend, [0, 0])
-            counts[0 if row else 1] += 1
-        return json.loads(row[0]) if row else None
+            counts[0 if value is not None else 1] += 1
+        return value
 
     def __contains__(self, key: str) -> bool:
         with self._lock:
@@ -385,3 +386,16 @@ class CallCache:
             if p.is_file() and not p.name.endswith(RESERVE_SUFFIX)
         )
         return CacheStats(str(self.directory), entries, size, backends, stages)
+
+
+def _stored_value(text: Any, key: str) -> dict[str, Any] | None:
+    """A stored value, or ``None`` (a miss, with a warning) when the row is torn or not an object: one damaged
+    row costs one repeated call, never the run."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        value = None
+    if not isinstance(value, dict):
+        log.warning("call cache: the stored reply of call %s is damaged; calling again", key[:12])
+        return None
+    return value

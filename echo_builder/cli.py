@@ -73,6 +73,17 @@ class _Group(click.Group):
         arguments = [*protected, *ctx.args]
         previous = warnings.showwarning
         warnings.showwarning = note  # type: ignore[assignment]
+        for argument in arguments:
+            try:
+                argument.encode("utf-8")
+            except UnicodeEncodeError:  # bytes that are not UTF-8 (Python carries them as lone surrogates)
+                shown = argument.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                click.echo(
+                    f"error: argument {shown!r} is not valid UTF-8 text; give names and paths in UTF-8 (rename "
+                    "a file or folder whose name is not)",
+                    err=True,
+                )
+                ctx.exit(1)
         try:
             return super().invoke(ctx)
         except BrokenPipeError:

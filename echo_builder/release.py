@@ -25,7 +25,6 @@ read it like any other:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import Counter
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from echo_builder.errors import ConfigError
+from echo_builder.input_files import parse_json, read_text
 from echo_builder.records import ApplicabilityFlags, BoundingBox, Feedback, MediaRef, Sample
 from echo_dataset import CONFIG_NAMES, SPLIT
 from echo_dataset.release import (
@@ -291,10 +291,8 @@ def read_assignments(folder: str | Path) -> tuple[dict[str, set[str]], list[str]
             flags.add(column)
 
     for file in files:
-        try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"assignment file {str(file)!r} is not readable JSON ({exc})") from None
+        what = f"assignment file {str(file)!r}"
+        data = parse_json(read_text(file, what), what)  # a regular file, UTF-8, JSON of sane depth
         if isinstance(data, list):
             for record in data:
                 if isinstance(record, Mapping) and "id" in record:
@@ -325,17 +323,48 @@ def read_assignments(folder: str | Path) -> tuple[dict[str, set[str]], list[str]
 
 # -------------------------------------------------------------------------------------------------- import
 def _check_out(out: Path, source: str, images: Path | None) -> None:
+    """Refuse, before the release is read, an ``--out`` that is a file, the source or the images folder, a folder
+    of other files or another command's output, or an earlier import holding a symbolic link where import
+    writes (see :func:`_check_writable_paths`)."""
+    from echo_dataset.safe_io import claim_output, read_marker
+
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {str(out)!r} is a file; give a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / IMPORT_RECORD).is_file():
-        raise ConfigError(
-            f"--out {str(out)!r} is not empty and holds no earlier import ({IMPORT_RECORD}); choose a new or "
-            "empty folder (import writes Parquet shards and a card there and would replace files of the same name)"
-        )
     src = Path(source).expanduser()
     for other, what in ((src, "the release source"), (images, "the --images folder")):
         if other is not None and other.exists() and other.resolve() == out.resolve():
             raise ConfigError(f"--out {str(out)!r} is {what}; choose another folder")
+    if not out.is_dir():
+        return
+    if any(p.name not in _SEEDED for p in out.iterdir()) and (read_marker(out) or {}).get("kind") != "import":
+        # claim_output says why, with the details (it refuses a folder it did not write)
+        claim_output(out, "import", what="import folder", allowed=_SEEDED, scan_links=False)
+    _check_writable_paths(out)
+
+
+#: what may be in OUT before the import claims it: its own Hub download (``.hf-cache``, which holds the Hub
+#: client's own symbolic links, snapshot -> blob, and is never written through by echo-bench)
+_SEEDED = frozenset({".hf-cache"})
+
+
+def _check_writable_paths(out: Path) -> None:
+    """No symbolic link where import writes: the record, the card, the configs' folders, the media store."""
+    from echo_dataset import CONFIG_NAMES
+    from echo_dataset.safe_io import check_inside, refuse_links
+
+    for name in (IMPORT_RECORD, "README.md", "media", ".hf-cache", *CONFIG_NAMES):
+        check_inside(out, out / name)
+    if (out / "media").is_dir():
+        refuse_links(out / "media")
+
+
+def _claim_out(out: Path) -> None:
+    """Create and mark ``out`` right before the first write (a failed read of the release leaves nothing)."""
+    from echo_dataset.safe_io import claim_output, mark_output
+
+    claim_output(out, "import", what="import folder", allowed=_SEEDED, scan_links=False)
+    _check_writable_paths(out)
+    mark_output(out, "import")
 
 
 def _local_image(images: Path | None, sample_id: str, kind: str, k: int) -> str | None:
@@ -587,7 +616,7 @@ def import_release(
         else {}
     )
 
-    out.mkdir(parents=True, exist_ok=True)
+    _claim_out(out)
     store = MediaStore(out / "media")
     everything = [s for config in samples.values() for s in config]
     say(f"resolving images of {len(everything)} samples" + (" (offline)" if offline else ""))
@@ -741,4 +770,6 @@ def _write(
         ],
     }
     write_hub_folder(rows, out, media_root=media_root, card_context=context, pseudonymize=False)
-    (out / IMPORT_RECORD).write_text(json.dumps(report.as_json(), indent=2, sort_keys=True), encoding="utf-8")
+    from echo_dataset.safe_io import write_json
+
+    write_json(out, out / IMPORT_RECORD, report.as_json(), indent=2, sort_keys=True)  # never through a link

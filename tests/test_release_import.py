@@ -377,7 +377,7 @@ def test_a_foreign_non_empty_out_is_refused_and_untouched(release, tmp_path):
     assert result.output.startswith("error: ") and "not empty" in result.output
     assert (out / "image_to_image" / "test-00000-of-00001.parquet").read_bytes() == b"my data"
     result = _cli("import", "echo2025", str(release["release"]), "--out", str(release["release"]), code=1)
-    assert "not empty" in result.output
+    assert "is the release source" in result.output
 
 
 def test_assignment_files_in_other_shapes(tmp_path):

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -292,8 +292,15 @@ class ModelCaller:
         value = self.cache.get(key, backend=self.backend.backend_id)
         if value is None:
             return None
+        try:
+            reply = Reply.model_validate(value)
+        except ValidationError:  # a stored row of another shape (damaged, or a foreign cache): call again
+            log.warning(
+                "call cache: the stored reply of call %s does not read as a reply; calling again", key[:12]
+            )
+            return None
         self.stats.cache_hits += 1
-        return CallResult(request, key, reply=self._redacted(Reply.model_validate(value)), cached=True)
+        return CallResult(request, key, reply=self._redacted(reply), cached=True)
 
     @staticmethod
     def _redacted(reply: Reply) -> Reply:
@@ -563,9 +570,13 @@ class ModelCaller:
         self.stats.requests += 1
         if self.cache is not None:
             value = self.cache.get(key, backend=self.backend.backend_id)
-            if value is not None:
+            try:
+                scores = CandidateScores.model_validate(value) if value is not None else None
+            except ValidationError:  # a damaged row: call again
+                scores = None
+            if scores is not None:
                 self.stats.cache_hits += 1
-                return CandidateScores.model_validate(value)
+                return scores
         async for attempt in self._retrying():
             with attempt:
                 async with self._semaphore():

@@ -124,6 +124,32 @@ def _content_parts(message: Message) -> list[dict[str, Any]] | str:
     return parts
 
 
+def check_server_url(url: str, who: str) -> None:
+    """Refuse a server URL the HTTP client could not use, before any work (one clear line, not a traceback from
+    the client's first call): http or https, a host, a port in 1-65535, no space or control character.
+
+    Raises:
+        ConfigError: naming the URL (its credentials redacted) and what is wrong with it.
+    """
+    from urllib.parse import urlsplit
+
+    shown = redact(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError for a port out of range or not a number
+        host = parts.hostname
+    except ValueError as exc:
+        raise ConfigError(f"{who}: base URL {shown!r} cannot be used: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        raise ConfigError(f"{who}: base URL {shown!r} must start with http:// or https://")
+    if not host:
+        raise ConfigError(f"{who}: base URL {shown!r} names no host")
+    if port == 0:
+        raise ConfigError(f"{who}: base URL {shown!r} has port 0; give a port in 1-65535")
+    if any(ord(c) < 33 or ord(c) == 127 for c in url):
+        raise ConfigError(f"{who}: base URL {shown!r} holds a space or a control character")
+
+
 class OpenAIConnection:
     """The server, key and per-event-loop async clients of one OpenAI-compatible endpoint (chat and images).
 
@@ -155,6 +181,8 @@ class OpenAIConnection:
             raise MissingDependencyError("openai", "all", f"the {who.split(':')[0]}: backend") from None
         self.base_url = base_url or next((os.environ[k] for k in BASE_URL_ENV if os.environ.get(k)), None)
         register_url_secrets(self.base_url)  # https://user:KEY@host/v1 or ?api-key=KEY
+        if self.base_url is not None:
+            check_server_url(self.base_url, who)
         protect_logging()  # httpx/httpcore/openai log the URL at INFO/DEBUG
         key = api_key.get_secret_value() if api_key else None
         key = key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from echo_builder.errors import ConfigError
+from echo_builder.input_files import read_small_file
 
 __all__ = [
     "ANSWER_KINDS",
@@ -371,30 +371,6 @@ def _check_placeholders(
 MAX_PROMPT_FILE_BYTES = 1_000_000
 
 
-def read_small_file(path: str | Path, limit: int, what: str) -> bytes:
-    """The bytes of the regular file ``path``, at most ``limit`` of them.
-
-    Raises:
-        ConfigError: ``{what}: ...`` when the path is missing, not a regular file (a folder, a FIFO or a device,
-            which could block or never end), unreadable, or larger than ``limit``.
-    """
-    import stat
-
-    try:
-        info = os.stat(path)
-        if stat.S_ISDIR(info.st_mode):
-            raise ConfigError(f"{what}: is a folder; give the file")
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"{what}: not a regular file")
-        with open(path, "rb") as f:
-            raw = f.read(limit + 1)
-    except OSError as exc:
-        raise ConfigError(f"{what}: cannot read the file ({exc.strerror or exc})") from None
-    if len(raw) > limit:
-        raise ConfigError(f"{what}: the file is larger than {limit} bytes")
-    return raw
-
-
 def load_judge_prompt(path: str | Path) -> JudgePrompt:
     """Read a judge prompt file (YAML, see the module docstring).
 
@@ -416,7 +392,36 @@ def load_judge_prompt(path: str | Path) -> JudgePrompt:
         raise ConfigError(f"judge prompt {where}: not valid YAML{at}: {problem}") from None
     except RecursionError:
         raise ConfigError(f"judge prompt {where}: nested too deeply to be a prompt file") from None
+    from echo_builder.sources.base import clean_json
+
+    doc = clean_json(doc)[0]  # a "\ud83d" escape would break every UTF-8 write of the run later
+    placeholder = _unfilled_placeholder(doc)
+    if placeholder is not None:
+        raise ConfigError(
+            f"judge prompt {where}: still holds the template placeholder {placeholder!r}; replace every "
+            "[UPPER-CASE PLACEHOLDER] with the wording it names (docs/reproducing-echo.md)"
+        )
     return prompt_from_mapping(doc, where)
+
+
+#: a template's placeholder: upper-case words in square brackets, e.g. "[SYSTEM PROMPT FROM THE AUTHORS' SCRIPT]"
+_PLACEHOLDER = re.compile(r"\[[A-Z][A-Z0-9 ,.'/()-]{7,}(?:\]|[,:])")
+
+
+def _unfilled_placeholder(doc: Any) -> str | None:
+    """The first template placeholder left in any text of a prompt file (see docs/prompts), else None."""
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            match = _PLACEHOLDER.search(node)
+            if match:
+                return match.group(0)
+        elif isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
 
 
 def builtin_prompt(name: str) -> JudgePrompt:

@@ -60,17 +60,27 @@ RUN_FILE = "run.json"
 def discover_outputs(outputs_dir: str | Path) -> dict[str, dict[str, Path]]:
     """``{model: {sample_id: image path}}`` from ``<outputs>/<model>/<sample_id>.<ext>``, sorted.
 
-    Hidden folders and non-image files are ignored. Raises :class:`ConfigError` when the folder does not exist,
-    holds no model folder, or a model has two images for one sample.
+    Hidden folders and non-image files are ignored. A model folder or file whose name is not valid UTF-8 is
+    skipped with a warning: such a name cannot be a model's name in a verdict or a table, nor a sample id. Raises
+    :class:`ConfigError` when the folder does not exist, holds no model folder, or a model has two images for one
+    sample.
     """
     root = Path(outputs_dir)
     if not root.is_dir():
         raise ConfigError(f"outputs folder {str(root)!r} does not exist")
     found: dict[str, dict[str, Path]] = {}
     for model_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if not _valid_utf8(model_dir.name):
+            log.warning(
+                "model folder %s skipped: its name is not valid UTF-8 (rename it)", ascii(model_dir.name)
+            )
+            continue
         files: dict[str, Path] = {}
         for f in sorted(model_dir.iterdir()):
             if not f.is_file() or f.suffix.lower() not in IMAGE_EXTENSIONS:
+                continue
+            if not _valid_utf8(f.name):
+                log.warning("output %s skipped: its name is not valid UTF-8 (rename it)", ascii(str(f)))
                 continue
             if f.stem in files:
                 raise ConfigError(
@@ -82,6 +92,15 @@ def discover_outputs(outputs_dir: str | Path) -> dict[str, dict[str, Path]]:
     if not found:
         raise ConfigError(f"no model folders in {str(root)!r}; expected <outputs>/<model>/<sample_id>.png")
     return found
+
+
+def _valid_utf8(name: str) -> bool:
+    """A file name the OS gave as text holds no lone surrogate (how Python carries bytes that are not UTF-8)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def write_verdicts(verdicts: Sequence[Verdict], path: str | Path, *, root: str | Path | None = None) -> None:

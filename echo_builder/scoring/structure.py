@@ -125,6 +125,8 @@ def _create_model(weights: str | None) -> Any:
             seed = int(weights.removeprefix("random:"))
         except ValueError:
             raise ConfigError(f"weights {weights!r}: expected 'random:<integer seed>'") from None
+        if not 0 <= seed < 2**63:  # torch.manual_seed takes a signed 64-bit integer
+            raise ConfigError(f"weights {weights!r}: the seed must be in [0, 2**63 - 1]")
         # fork_rng: seeding must not disturb the caller's global torch RNG
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)

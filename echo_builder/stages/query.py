@@ -11,7 +11,6 @@ query and are counted as ``curated``.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -66,17 +65,13 @@ def load_keywords(path: str | Path) -> list[Keyword]:
     Raises :class:`ConfigError` naming the file and line (or entry) of a malformed keyword, and for a file that
     holds none.
     """
+    from echo_builder.input_files import parse_json, read_text
+
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read keywords file {path}: {exc}") from None
+    text = read_text(path, f"keywords file {path}")
     out: list[Keyword] = []
     if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+        data = parse_json(text, f"keywords file {path}")
         if isinstance(data, dict):
             if "keywords" not in data:
                 raise ConfigError(

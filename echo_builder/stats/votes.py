@@ -8,7 +8,6 @@ labels are ties), optionally ``tstamp`` (Unix seconds). Errors name the file and
 from __future__ import annotations
 
 import csv
-import json
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -30,17 +29,15 @@ __all__ = ["as_comparisons", "load_votes", "votes_to_comparisons"]
 
 def _read_records(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Records and, for each, where it sits in the file (``record 3`` / ``line 5``) for error messages."""
+    from echo_builder.input_files import parse_json, read_text
+
     suffix = path.suffix.lower()
-    text = path.read_text(
-        encoding="utf-8-sig"
-    )  # a byte-order mark (Excel's CSV export) is not part of a name
+    # a regular file only, UTF-8 (a byte-order mark, as Excel's CSV export writes, is not part of a name)
+    text = read_text(path, str(path))
     if not text.strip():
         raise RecordError(f"{path}: the file is empty; expected pairwise votes")
     if suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise RecordError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+        data = parse_json(text, str(path))
         if not isinstance(data, list):
             raise RecordError(f"{path}: expected a JSON list of vote objects, found {type(data).__name__}")
         return data, [f"record {i + 1}" for i in range(len(data))]
@@ -49,10 +46,7 @@ def _read_records(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         for lineno, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise RecordError(f"{path}: line {lineno} is not valid JSON ({exc.msg})") from exc
+            records.append(parse_json(line, f"{path}: line {lineno}"))
             where.append(f"line {lineno}")
         return records, where
     if suffix == ".csv":
