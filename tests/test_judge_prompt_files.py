@@ -371,16 +371,27 @@ def test_judge_prompt_on_metrics_needs_text_rendering(bench, tmp_path):
     assert result.exit_code == 1 and "--judge-prompt applies to --metric text_rendering only" in result.output
 
 
-def test_docs_template_is_a_valid_interleaved_prompt_file():
-    """The template of docs/reproducing-echo.md loads, interleaves images and takes the first [[N]]."""
+def test_docs_template_is_a_valid_interleaved_prompt_file(tmp_path):
+    """The template of docs/reproducing-echo.md, once its placeholders are filled, loads, interleaves images and
+    takes the first [[N]]; unfilled, it is refused (it must never reach a judge as is)."""
+    import re
+
     from tests.conftest import REPO_ROOT
 
-    template = load_judge_prompt(REPO_ROOT / "docs" / "prompts" / "authors-layout.template.yaml")
+    source = REPO_ROOT / "docs" / "prompts" / "authors-layout.template.yaml"
+    with pytest.raises(ConfigError, match="template placeholder"):
+        load_judge_prompt(source)
+    # a user pastes the authors' wording over each placeholder; here each becomes its own words in lower case
+    filled = re.sub(
+        r"\[([A-Z][A-Z0-9 ,.'/()-]{7,})(?=[\],:])", lambda m: "[" + m.group(1).lower(), source.read_text()
+    )
+    (tmp_path / "mine.yaml").write_text(filled)
+    template = load_judge_prompt(tmp_path / "mine.yaml")
     assert (template.layout, template.pick, template.answer) == ("interleaved", "first", "rating")
     parts = render_parts(template, "make it blue", ["IN"], ["OUT"])
     assert parts[1] == "IN" and parts[3] == "OUT" and "make it blue" in parts[4]
-    assert "FOR IMAGE EDITING" in parts[4]
-    assert "FOR TEXT-TO-IMAGE" in render_parts(template, "a cat", [], ["OUT"])[-1]
+    assert "for image editing" in parts[4]
+    assert "for text-to-image" in render_parts(template, "a cat", [], ["OUT"])[-1]
 
 
 def test_pairwise_and_probability_prompt_files(bench, openai_server, tmp_path):

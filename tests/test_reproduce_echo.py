@@ -66,10 +66,10 @@ name: authors-layout
 version: authors-layout-1
 system: 'SYSTEM TEXT COPIED FROM THE AUTHORS'' REPOSITORY'
 user: |-
-  [INSTRUCTION TEXT FROM THE AUTHORS' REPOSITORY]
+  Rate how well the image follows the instruction (a user's own wording stands here).
   Prompt: {prompt}
   Generated image: {output_images}
-  [RATING INSTRUCTION FROM THE AUTHORS' REPOSITORY, asking for [[N]]]
+  Give the rating as [[N]] with N from 1 to 10.
 layout: interleaved
 answer:
   kind: rating

@@ -121,5 +121,5 @@ def test_malformed_files(tmp_path, name, text, match):
 def test_unknown_extension_and_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="unknown vote file type"):
         load_votes(write(tmp_path, "votes.xml", "<votes/>"))
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(ConfigError, match=r"absent\.json: cannot read the file"):
         load_votes(tmp_path / "absent.json")

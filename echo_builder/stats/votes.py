@@ -37,7 +37,10 @@ def _read_records(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     if not text.strip():
         raise RecordError(f"{path}: the file is empty; expected pairwise votes")
     if suffix == ".json":
-        data = parse_json(text, str(path))
+        try:
+            data = parse_json(text, str(path))
+        except ConfigError as exc:
+            raise RecordError(str(exc)) from None
         if not isinstance(data, list):
             raise RecordError(f"{path}: expected a JSON list of vote objects, found {type(data).__name__}")
         return data, [f"record {i + 1}" for i in range(len(data))]
@@ -46,7 +49,11 @@ def _read_records(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         for lineno, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
-            records.append(parse_json(line, f"{path}: line {lineno}"))
+            try:
+                records.append(parse_json(line, f"{path}: line {lineno}"))
+            except ConfigError as exc:
+                detail = str(exc).split(": not valid JSON", 1)[-1].strip(" :")
+                raise RecordError(f"{path}: line {lineno} is not valid JSON {detail}".rstrip()) from None
             where.append(f"line {lineno}")
         return records, where
     if suffix == ".csv":
