@@ -200,9 +200,15 @@ def _prepare_out(config: BuildConfig) -> _Folder:
                 "not repeated), or choose another --out"
             )
         if changed and (finished or has_results):
-            state = "finished" if finished else "unfinished"
+            state = "a finished" if finished else "an unfinished"
+            shown = "; ".join(
+                f"{k}: was {before.get(k)!r}, now {settings.get(k)!r}"
+                if k != "keywords"
+                else "keywords file content"
+                for k in changed
+            )
             raise ConfigError(
-                f"{out} holds an {state} build with other settings ({', '.join(changed)}); "
+                f"{out} holds {state} build with other settings ({shown}); "
                 + ("resume" if finished else "rerun")
                 + " with the same options, or choose another --out"
             )
@@ -282,6 +288,11 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     keywords = (
         load_keywords(config.keywords_file) if config.keywords_file else default_keywords(config.target_model)
     )
+    if not keywords:
+        warnings.warn(
+            "no --target-model and no --keywords: the query stage keeps every post (only relevance filters them)",
+            stacklevel=2,
+        )
     launch = parse_launch_date(config.launch_date)
     if launch is None and any(k.window_days is not None for k in keywords):
         raise ConfigError(

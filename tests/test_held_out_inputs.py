@@ -240,3 +240,29 @@ def test_the_unfilled_prompt_template_is_refused():
 
     with pytest.raises(ConfigError, match="template placeholder"):
         load_judge_prompt(REPO / "docs" / "prompts" / "authors-layout.template.yaml")
+
+
+# ------------------------------------------------------------------------------------- Bluesky quoted posts
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda rec: rec.update(uri=None),
+        lambda rec: rec.update(uri="x"),
+        lambda rec: rec.update(uri=5),
+        lambda rec: rec.update(value="s"),
+    ],
+    ids=["uri_null", "uri_text", "uri_number", "value_text"],
+)
+def test_a_quoted_bluesky_post_that_cannot_be_read_is_a_recorded_problem(tmp_path, mutate):
+    from echo_builder.sources import read_posts
+
+    source = REPO / "tests" / "data" / "sources" / "bluesky_thread.json"
+    clean = read_posts([source])
+    thread = json.loads(source.read_text())
+    mutate(thread["thread"]["post"]["embed"]["record"]["record"])  # a recordWithMedia quote
+    path = tmp_path / "thread.json"
+    path.write_text(json.dumps(thread))
+    report = read_posts([path])
+    assert len(report.posts) == len(clean.posts) - 1  # the quoted post, and only it
+    new = [p for p in report.problems if "quoted post skipped" in p.reason]
+    assert len(new) == 1 and new[0].location.endswith(".embed.record.record"), report.problems

@@ -154,6 +154,15 @@ def _embed_media(embed: dict[str, Any]) -> tuple[MediaRef, ...]:
     return ()
 
 
+def _is_quoted_post_view(record: dict[str, Any]) -> bool:
+    """An embedded viewRecord of a post (not a feed, list or starter pack, not a bare strong ref): it carries the
+    quoted post's ``value`` or declares itself a viewRecord whose uri is not another kind of record."""
+    kind = str(record.get("$type") or "")
+    uri = record.get("uri")
+    other_kind = isinstance(uri, str) and "/app.bsky." in uri and _POST_COLLECTION not in uri
+    return not other_kind and ("value" in record or kind.endswith("#viewRecord"))
+
+
 def _embedded_record(embed: dict[str, Any]) -> dict[str, Any]:
     """The quoted record (view or strong ref) of a record or recordWithMedia embed, else ``{}``."""
     kind = str(embed.get("$type") or "")
@@ -326,7 +335,25 @@ class BlueskySource(SourceAdapter):
             ),
             lang=langs[0] if langs and isinstance(langs[0], str) else None,
         )
+        with_media = str(parts.embed.get("$type", "")).startswith("app.bsky.embed.recordWithMedia")
+        quoted_loc = f"{location}.embed.record" + (".record" if with_media else "")
         if quoted_uri and isinstance(quoted.get("value"), dict) and not embedded:
-            with_media = str(parts.embed.get("$type", "")).startswith("app.bsky.embed.recordWithMedia")
-            quoted_loc = f"{location}.embed.record" + (".record" if with_media else "")
             yield from guarded(ctx, quoted_loc, lambda: self._post(quoted, quoted_loc, ctx, embedded=True))
+        elif quoted and not embedded and _is_quoted_post_view(quoted):
+            # a hydrated quoted post that cannot be read is that record's problem, never silently gone
+            yield ctx.problem(
+                quoted_loc,
+                "quoted post skipped: its uri is not a post uri or its value is not a record "
+                f"(uri {preview(quoted.get('uri'))}, value {type(quoted.get('value')).__name__})",
+            )
+        elif (
+            not quoted
+            and not embedded
+            and str(parts.embed.get("$type", "")).startswith("app.bsky.embed.record")
+        ):
+            container = get_dict(parts.embed, "record") if with_media else parts.embed
+            yield ctx.problem(
+                quoted_loc,
+                f"quoted record skipped: expected an object, got {type(container.get('record')).__name__}",
+                "note" if container.get("record") is None else "error",
+            )
