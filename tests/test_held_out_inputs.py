@@ -266,3 +266,23 @@ def test_a_quoted_bluesky_post_that_cannot_be_read_is_a_recorded_problem(tmp_pat
     assert len(report.posts) == len(clean.posts) - 1  # the quoted post, and only it
     new = [p for p in report.problems if "quoted post skipped" in p.reason]
     assert len(new) == 1 and new[0].location.endswith(".embed.record.record"), report.problems
+
+
+def test_a_generated_jpeg_with_a_large_colour_profile_is_kept_as_a_readable_png():
+    """A generator's JPEG with a 2 MB ICC profile: the PNG written for it must read back (the profile is left out
+    when a PNG reader would refuse it), not be thrown away as 'unreadable'."""
+    import io
+
+    from echo_builder.generate.base import png_bytes
+    from echo_builder.imaging import load_rgb
+
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 64), (10, 200, 30)).save(
+        buf, format="JPEG", quality=95, icc_profile=b"\x00" * 2_000_000
+    )
+    written = png_bytes(buf.getvalue())
+    image = load_rgb(written, name="written")
+    assert image.size == (64, 64) and abs(image.getpixel((32, 32))[1] - 200) <= 3
+    small = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(small, format="JPEG", icc_profile=b"\x01" * 1000)
+    assert Image.open(io.BytesIO(png_bytes(small.getvalue()))).info.get("icc_profile") == b"\x01" * 1000

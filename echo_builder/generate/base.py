@@ -82,8 +82,16 @@ def png_bytes(image: Any) -> bytes:
     if image.mode not in ("RGB", "RGBA", "L"):
         image = image.convert("RGB")
     buf = io.BytesIO()
-    image.save(buf, format="PNG")
+    # An embedded colour profile is kept unless it is larger than a PNG reader accepts (Pillow refuses an iCCP
+    # chunk that inflates past MAX_TEXT_CHUNK): the pixels are what every metric and judge reads.
+    icc = image.info.get("icc_profile")
+    keep = icc if isinstance(icc, bytes) and len(icc) < MAX_PNG_ICC_BYTES else None
+    image.save(buf, format="PNG", icc_profile=keep)
     return buf.getvalue()
+
+
+#: the largest colour profile written into an output PNG (bytes): half of Pillow's PNG text-chunk limit (1 MiB)
+MAX_PNG_ICC_BYTES = 512 * 1024
 
 
 @dataclass(frozen=True)

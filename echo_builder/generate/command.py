@@ -39,7 +39,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from echo_builder.backends.base import invalid_options
 from echo_builder.errors import ConfigError, ImageError
 from echo_builder.generate import register_generator
-from echo_builder.generate.base import STATUSES, GenerationRequest, GenerationResult, Generator
+from echo_builder.generate.base import (
+    MAX_PNG_ICC_BYTES,
+    STATUSES,
+    GenerationRequest,
+    GenerationResult,
+    Generator,
+)
 from echo_builder.secrets import redact
 
 __all__ = ["CommandConfig", "CommandGenerator"]
@@ -114,7 +120,9 @@ class CommandGenerator(Generator):
             inputs = []
             for i, image in enumerate(request.input_images, 1):
                 path = folder / f"input_{i}.png"
-                image.save(path, format="PNG")
+                icc = image.info.get("icc_profile")  # a profile a PNG reader would refuse is left out
+                keep = icc if isinstance(icc, bytes) and len(icc) < MAX_PNG_ICC_BYTES else None
+                image.save(path, format="PNG", icc_profile=keep)
                 inputs.append(str(path))
             output = folder / "output.png"
             payload = {
