@@ -440,13 +440,18 @@ def test_every_generation_failing_points_at_the_manifest_not_at_judge(tmp_path):
     assert {r["status"] for r in read_records(out / "tiny").values()} == {"error"}
 
 
-def test_unsafe_names_and_sample_ids_are_refused_before_anything_is_written(tmp_path):
+def test_unsafe_names_are_refused_and_unsafe_sample_ids_skipped_one_by_one(tmp_path, caplog):
     bench = make_benchmark(
         tmp_path / "bench", "text_to_image", [{"id": "ok", "prompt": "p"}, {"id": "../evil", "prompt": "p"}]
     )
     out = tmp_path / "outputs"
     result = _generate(*_args(bench, "text_to_image", "command:true", out, "../up"), code=1)
     assert "model name (--name) '../up' cannot be used as a file name" in result.output
+    assert not out.exists() and not (tmp_path / "up").exists()
+    # one bad id never stops the others (judge and metrics treat ids per sample too): it is skipped and named
     result = _generate(*_args(bench, "text_to_image", "command:true", out, "fine"), code=1)
-    assert "sample id of row 1" in result.output and "'../evil'" in result.output
-    assert not out.exists() and not (tmp_path / "up").exists() and not (tmp_path / "evil.png").exists()
+    assert (
+        "sample id of row 1" in result.stderr and "'../evil'" in result.stderr and "skipped" in result.stderr
+    )
+    assert set(read_records(out / "fine")) == {"ok"}  # attempted (`true` writes no image: an error record)
+    assert not (tmp_path / "evil.png").exists() and not (out / "evil.png").exists()

@@ -90,11 +90,21 @@ def check_file_name(value: str, what: str) -> str:
         problem = "it contains a path separator ('/' or '\\')"
     elif any(ord(c) < 32 or ord(c) == 127 for c in value):
         problem = "it contains NUL or another control character"
+    elif not value.isascii() and _not_utf8(value):
+        problem = "it is not valid UTF-8 text"
     elif len(value.encode("utf-8")) > _MAX_NAME_BYTES:
         problem = f"it is longer than {_MAX_NAME_BYTES} bytes"
     if problem:
         raise ConfigError(f"{what} {value!r} cannot be used as a file name: {problem}")
     return value
+
+
+def _not_utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: bytes that were not UTF-8
+        return True
+    return False
 
 
 def _versions() -> dict[str, str]:
@@ -148,16 +158,29 @@ def _check_writable(model_dir: Path) -> None:
                 break
 
 
-def _check_sample_ids(samples: Sequence[Mapping[str, Any]], where: str) -> None:
+def _usable_samples(samples: Sequence[Mapping[str, Any]], where: str) -> list[Mapping[str, Any]]:
+    """The samples whose id can name an output file, each id once; every other sample is skipped with a warning
+    naming it (one bad row never stops the others: ``judge`` and ``metrics`` treat such ids per sample too)."""
+    usable: list[Mapping[str, Any]] = []
     seen: set[str] = set()
     for i, row in enumerate(samples):
         sample_id = row.get("id")
-        check_file_name(sample_id, f"sample id of row {i} in {where}")  # type: ignore[arg-type]
+        try:
+            check_file_name(sample_id, f"sample id of row {i} in {where}")  # type: ignore[arg-type]
+        except ConfigError as exc:
+            log.warning("%s; that sample is skipped", exc)
+            continue
         if sample_id in seen:
-            raise ConfigError(
-                f"sample id {sample_id!r} appears twice in {where}; outputs would overwrite each other"
+            log.warning(
+                "sample id %r appears twice in %s; its row %d is skipped (outputs would overwrite each other)",
+                sample_id,
+                where,
+                i,
             )
+            continue
         seen.add(sample_id)  # type: ignore[arg-type]
+        usable.append(row)
+    return usable
 
 
 def _check_identity(model_dir: Path, identity: dict[str, Any], manifest: Mapping[str, Any] | None) -> None:
@@ -361,7 +384,9 @@ def run_generation(
     generator = create_generator(model, **dict(options or {}))
     rows = read_config(benchmark, config)
     samples = rows[:limit] if limit is not None else rows
-    _check_sample_ids(samples, f"{benchmark}/{config}")
+    samples = _usable_samples(samples, f"{benchmark}/{config}")
+    if not samples:
+        raise ConfigError(f"no sample of {benchmark}/{config} has an id that can name an output file")
     model_dir = Path(out_dir) / name
     procs = processes()
     if procs.is_main:  # one prober: another process's probe could see the folder vanish under it
