@@ -286,3 +286,31 @@ def test_a_generated_jpeg_with_a_large_colour_profile_is_kept_as_a_readable_png(
     small = io.BytesIO()
     Image.new("RGB", (8, 8)).save(small, format="JPEG", icc_profile=b"\x01" * 1000)
     assert Image.open(io.BytesIO(png_bytes(small.getvalue()))).info.get("icc_profile") == b"\x01" * 1000
+
+
+def test_judge_skips_a_row_without_an_id_or_with_a_repeated_one_and_judges_the_others(
+    openai_server, tmp_path, caplog
+):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    grey = Image.new("RGB", (16, 16), (128, 128, 128))
+    bench = make_benchmark(
+        tmp_path / "bench",
+        "image_to_image",
+        [{"id": "s1", "prompt": "p", "inputs": [grey]}, {"id": "s2", "prompt": "q", "inputs": [grey]}],
+    )
+    shard = next((bench / "image_to_image").glob("*.parquet"))
+    table = pq.read_table(shard).to_pylist()
+    table += [{**table[0], "id": None}, {**table[1], "prompt": "another prompt"}]  # no id; s2 again
+    pq.write_table(pa.Table.from_pylist(table, schema=pq.read_schema(shard)), shard)
+    outputs = make_outputs(tmp_path / "outputs", {"m": {"s1": grey, "s2": grey}})
+    result = _run(
+        *("judge", "--benchmark", str(bench), "--config", "image_to_image", "--outputs", str(outputs)),
+        *("--judge", "openai:vlm", "--base-url", openai_server.base_url, "--out", str(tmp_path / "run")),
+    )
+    assert result.exit_code == 0, result.output
+    from echo_builder.judge.run import read_verdicts
+
+    assert sorted(v.sample_id for v in read_verdicts(tmp_path / "run")) == ["s1", "s2"]
+    assert "has no usable id" in caplog.text and "'s2' appears twice" in caplog.text

@@ -94,6 +94,23 @@ def discover_outputs(outputs_dir: str | Path) -> dict[str, dict[str, Path]]:
     return found
 
 
+def _identified(rows: Sequence[dict[str, Any]], where: str) -> list[dict[str, Any]]:
+    """The rows with a usable id (a non-empty string), each id once; any other row is skipped with a warning
+    naming it, so one bad row never stops the run or merges two samples into one."""
+    kept: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for i, row in enumerate(rows):
+        sample_id = row.get("id")
+        if not isinstance(sample_id, str) or not sample_id:
+            log.warning("row %d of %s has no usable id (%r); that sample is skipped", i, where, sample_id)
+        elif sample_id in seen:
+            log.warning("sample id %r appears twice in %s; its row %d is skipped", sample_id, where, i)
+        else:
+            seen.add(sample_id)
+            kept.append(row)
+    return kept
+
+
 def _valid_utf8(name: str) -> bool:
     """A file name the OS gave as text holds no lone surrogate (how Python carries bytes that are not UTF-8)."""
     try:
@@ -222,7 +239,7 @@ def run_judging(
                 + f" needs {prompt.answer!r}"
             )
         prompt = custom
-    all_samples = read_config(benchmark, config)
+    all_samples = _identified(read_config(benchmark, config), f"{benchmark}/{config}")
     samples = all_samples[:limit] if limit is not None else all_samples
     outputs = discover_outputs(outputs_dir)
     check_output_matches(benchmark, config, outputs_dir, all_samples, outputs)
