@@ -162,7 +162,6 @@ def read_release(
     revision: str | None = None,
     *,
     cache_dir: str | Path | None = None,
-    offline: bool = False,
 ) -> tuple[dict[str, list[dict[str, Any]]], str | None]:
     """Rows per config of the release at ``source`` (a local folder in the Hub layout, or a Hub id), and the
     Hub revision (commit) when known. ``cache_dir``: where ``datasets`` caches a Hub download (default: the
@@ -199,11 +198,6 @@ def read_release(
     parts = str(source).split("/")
     if len(parts) != 2 or not all(parts) or str(source).startswith((".", "~")):
         raise ConfigError(f"release source {source!r} is neither a local folder nor a Hub id (owner/name)")
-    if offline:
-        raise ConfigError(
-            f"release {source!r} is not a local folder, and --offline downloads nothing; give a local copy in the "
-            "Hub layout (or drop --offline to download it)"
-        )
     if _hub_offline():
         raise ConfigError(
             f"release {source!r} is not a local folder, and Hugging Face is offline (HF_HUB_OFFLINE), so it "
@@ -544,7 +538,7 @@ def import_release(
     policy = MediaPolicy.from_entries(media_allow)
     flags_by_id, unknown_metrics = read_assignments(assignments) if assignments is not None else ({}, [])
     # a Hub download is cached inside OUT (OUT/.hf-cache; publish uploads only the dataset's files)
-    raw, revision = read_release(str(source), revision, cache_dir=out / ".hf-cache", offline=offline)
+    raw, revision = read_release(str(source), revision, cache_dir=out / ".hf-cache")
     report = ImportReport(source=str(source), revision=revision, out_dir=str(out))
     say = on_progress or (lambda message: None)
 

@@ -29,7 +29,12 @@ def import_group() -> None:
     help="Folder of the metric-assignment JSON files; they become the applicability columns (ids without an "
     "assignment stay unknown).",
 )
-@click.option("--offline", is_flag=True, help="Download nothing: use local copies and OUT/media only.")
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Download no image: use the --images copies and OUT/media only (a Hub SOURCE is still read from the Hub "
+    "or its cache; set HF_HUB_OFFLINE=1 to forbid that too).",
+)
 @click.option("--revision", help="Hub revision (branch, tag or commit) of a Hub SOURCE.")
 @click.option(
     "--media-allow",
