@@ -470,19 +470,24 @@ def read_only(monkeypatch):
     return lambda folder: frozen.append(Path(folder).absolute())
 
 
-@pytest.mark.parametrize("command", ["build", "judge", "metrics", "generate", "demo"])
-def test_a_read_only_output_folder_is_one_error_line(ws, read_only, command):
-    out = ws["tmp"] / "ro"
-    out.mkdir()
-    read_only(out)
+def _run_writing(command: str, ws: dict[str, Any], out: Path) -> Any:
+    """Run one of the commands that write an output folder, into ``out``, on the workspace's inputs."""
     run = {
         "build": lambda: _build(ws["posts"], out),
         "judge": lambda: _judge(ws["bench"], ws["outputs"], ws["server"], out),
         "metrics": lambda: _metrics(ws["bench"], ws["outputs"], out),
         "generate": lambda: _generate(ws["bench"], out, ws["tmp"]),
         "demo": lambda: _cli("demo", "--out", out, "--no-progress"),
-    }[command]
-    _one_error(run(), str(out), "Read-only file system")
+    }
+    return run[command]()
+
+
+@pytest.mark.parametrize("command", ["build", "judge", "metrics", "generate", "demo"])
+def test_a_read_only_output_folder_is_one_error_line(ws, read_only, command):
+    out = ws["tmp"] / "ro"
+    out.mkdir()
+    read_only(out)
+    _one_error(_run_writing(command, ws, out), str(out), "Read-only file system")
     assert list(out.iterdir()) == [] and ws["server"].calls == 0
 
 
@@ -698,14 +703,7 @@ def test_a_really_read_only_mount_is_one_error_line(ws, command):
     out = ws["tmp"] / "ro"
     unmount = _tmpfs(out, "ro,size=1m")
     try:
-        run = {
-            "build": lambda: _build(ws["posts"], out),
-            "judge": lambda: _judge(ws["bench"], ws["outputs"], ws["server"], out),
-            "metrics": lambda: _metrics(ws["bench"], ws["outputs"], out),
-            "generate": lambda: _generate(ws["bench"], out, ws["tmp"]),
-            "demo": lambda: _cli("demo", "--out", out, "--no-progress"),
-        }[command]
-        _one_error(run(), str(out), "Read-only file system")
+        _one_error(_run_writing(command, ws, out), str(out), "Read-only file system")
         assert ws["server"].calls == 0
     finally:
         unmount()
