@@ -22,6 +22,7 @@ from echo_builder.commands.evaluation import agreement, judge, leaderboard, metr
 from echo_builder.commands.generation import generate
 from echo_builder.commands.release import import_group
 from echo_builder.errors import EchoError
+from echo_builder.input_files import is_utf8
 from echo_builder.secrets import protect_logging, redact
 from echo_dataset.errors import EchoDatasetError
 from echo_dataset.safe_io import describe_os_error
@@ -71,12 +72,8 @@ class _Group(click.Group):
         # the subcommand's arguments, read before they are consumed (to name --out in an error without a path)
         protected = ctx._protected_args if hasattr(ctx, "_protected_args") else ctx.protected_args
         arguments = [*protected, *ctx.args]
-        previous = warnings.showwarning
-        warnings.showwarning = note  # type: ignore[assignment]
         for argument in arguments:
-            try:
-                argument.encode("utf-8")
-            except UnicodeEncodeError:  # bytes that are not UTF-8 (Python carries them as lone surrogates)
+            if not is_utf8(argument):
                 shown = argument.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
                 click.echo(
                     f"error: argument {shown!r} is not valid UTF-8 text; give names and paths in UTF-8 (rename "
@@ -84,6 +81,8 @@ class _Group(click.Group):
                     err=True,
                 )
                 ctx.exit(1)
+        previous = warnings.showwarning
+        warnings.showwarning = note  # type: ignore[assignment]
         try:
             return super().invoke(ctx)
         except BrokenPipeError:

@@ -17,7 +17,7 @@ from typing import Any
 
 from echo_builder.errors import ConfigError
 
-__all__ = ["MAX_INPUT_FILE_BYTES", "parse_json", "read_small_file", "read_text"]
+__all__ = ["MAX_INPUT_FILE_BYTES", "is_utf8", "parse_json", "read_small_file", "read_text"]
 
 #: the largest input file read whole (bytes): far above any real keyword list, vote export or prompt file
 MAX_INPUT_FILE_BYTES = 512 * 1024 * 1024
@@ -76,3 +76,15 @@ def parse_json(text: str, what: str) -> Any:
     except RecursionError:
         raise ConfigError(f"{what}: JSON nested deeper than the parser allows") from None
     return clean_json(value)[0]
+
+
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8: Python carries bytes that were not UTF-8 (in a file name or a command-line
+    argument) as lone surrogates, which no UTF-8 writer accepts later."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -48,6 +48,7 @@ from echo_builder.generate.manifest import (
     shard_files,
     write_manifest,
 )
+from echo_builder.input_files import is_utf8
 from echo_builder.secrets import get_logger, redact
 from echo_dataset.safe_io import (
     OutputFolderError,
@@ -90,21 +91,13 @@ def check_file_name(value: str, what: str) -> str:
         problem = "it contains a path separator ('/' or '\\')"
     elif any(ord(c) < 32 or ord(c) == 127 for c in value):
         problem = "it contains NUL or another control character"
-    elif not value.isascii() and _not_utf8(value):
+    elif not is_utf8(value):
         problem = "it is not valid UTF-8 text"
     elif len(value.encode("utf-8")) > _MAX_NAME_BYTES:
         problem = f"it is longer than {_MAX_NAME_BYTES} bytes"
     if problem:
         raise ConfigError(f"{what} {value!r} cannot be used as a file name: {problem}")
     return value
-
-
-def _not_utf8(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: bytes that were not UTF-8
-        return True
-    return False
 
 
 def _versions() -> dict[str, str]:

@@ -28,6 +28,7 @@ from echo_builder.backends import create_backend
 from echo_builder.backends.caller import ModelCaller, RetryPolicy, check_call_limits
 from echo_builder.cache import CallCache
 from echo_builder.errors import ConfigError
+from echo_builder.input_files import is_utf8
 from echo_builder.judge.judging import Judge, JudgeItem
 from echo_builder.judge.prompts import (
     PAIRWISE,
@@ -70,7 +71,7 @@ def discover_outputs(outputs_dir: str | Path) -> dict[str, dict[str, Path]]:
         raise ConfigError(f"outputs folder {str(root)!r} does not exist")
     found: dict[str, dict[str, Path]] = {}
     for model_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        if not _valid_utf8(model_dir.name):
+        if not is_utf8(model_dir.name):
             log.warning(
                 "model folder %s skipped: its name is not valid UTF-8 (rename it)", ascii(model_dir.name)
             )
@@ -79,7 +80,7 @@ def discover_outputs(outputs_dir: str | Path) -> dict[str, dict[str, Path]]:
         for f in sorted(model_dir.iterdir()):
             if not f.is_file() or f.suffix.lower() not in IMAGE_EXTENSIONS:
                 continue
-            if not _valid_utf8(f.name):
+            if not is_utf8(f.name):
                 log.warning("output %s skipped: its name is not valid UTF-8 (rename it)", ascii(str(f)))
                 continue
             if f.stem in files:
@@ -109,15 +110,6 @@ def _identified(rows: Sequence[dict[str, Any]], where: str) -> list[dict[str, An
             seen.add(sample_id)
             kept.append(row)
     return kept
-
-
-def _valid_utf8(name: str) -> bool:
-    """A file name the OS gave as text holds no lone surrogate (how Python carries bytes that are not UTF-8)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def write_verdicts(verdicts: Sequence[Verdict], path: str | Path, *, root: str | Path | None = None) -> None:
