@@ -1,0 +1,374 @@
+"""One registry per kind of extension: metric, source format, backend, generator, curation stage.
+
+Every kind keeps its entries in a :class:`Registry`: the name users type, a one-line description, the pip extra
+that provides its dependencies, kind-specific fields (a metric's spec and applicability flag, a stage's inputs),
+and the object itself, either already imported or named by an import path (``"package.module:attribute"``) and
+imported on first use, so listing what exists never imports ``torch`` or ``openai``.
+
+Built-ins declare themselves in their own module (one module per metric, source, backend, generator or stage).
+Third-party packages add entries through Python entry points, one group per kind (:data:`ENTRY_POINT_GROUPS`)::
+
+    # the plugin's pyproject.toml
+    [project.entry-points."echo_bench.metrics"]
+    brightness_shift = "echo_brightness:METRIC"
+
+Each entry point is loaded the first time its registry is read; what it loads is handed to the registry's
+``adopt`` function (a metric definition, a ``SourceAdapter`` or ``Backend`` subclass, ...). A plugin that fails to
+import or declares something invalid is reported (a warning, :func:`plugin_problems`, ``echo-bench plugins``) and
+left out; it never stops the package or another plugin from working. A plugin may not replace a built-in: a
+name clash is such a problem too.
+
+The pattern follows the plugin registries of pytest (``pytest11``), timm (``register_model``) and lmms-eval's
+task registry: declaration next to the implementation, discovery by entry point, lazy import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
+
+from echo_builder.errors import ConfigError, MissingDependencyError
+
+__all__ = [
+    "ENTRY_POINT_GROUPS",
+    "Entry",
+    "PluginProblem",
+    "Registry",
+    "all_registries",
+    "plugin_problems",
+    "reload_plugins",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Entry-point group of each kind of extension.
+ENTRY_POINT_GROUPS = {
+    "metric": "echo_bench.metrics",
+    "source": "echo_bench.sources",
+    "backend": "echo_bench.backends",
+    "generator": "echo_bench.generators",
+    "stage": "echo_bench.stages",
+}
+
+BUILT_IN = "built-in"
+
+
+@dataclass(frozen=True)
+class PluginProblem:
+    """A plugin entry point that could not be used, and why (shown by ``echo-bench plugins``)."""
+
+    group: str
+    name: str
+    value: str  # the entry point's "module:attribute"
+    distribution: str  # "package 1.0" or "" when unknown
+    reason: str
+
+    def __str__(self) -> str:
+        where = f" from {self.distribution}" if self.distribution else ""
+        return f"plugin {self.name!r} ({self.group} = {self.value}{where}) not loaded: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Entry(Generic[T]):
+    """One registered extension.
+
+    Attributes:
+        name: what users type (``color_shift``, ``openai``, ``x_api``).
+        target: the implementation as ``"module:attribute"``; imported on first :meth:`Registry.get`.
+        description: one line for listings and ``--help``.
+        extra: the pip extra that provides its dependencies (``pip install -e ".[extra]"``), ``None`` for core.
+        origin: ``"built-in"`` or the plugin's distribution (``"echo-brightness 0.1"``).
+        fields: kind-specific declarations (read with ``entry.fields[...]`` or :meth:`get_field`).
+    """
+
+    name: str
+    target: str
+    description: str = ""
+    extra: str | None = None
+    origin: str = BUILT_IN
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def builtin(self) -> bool:
+        return self.origin == BUILT_IN
+
+    def get_field(self, key: str, default: Any = None) -> Any:
+        return self.fields.get(key, default)
+
+
+class Registry(Generic[T]):
+    """Name -> :class:`Entry` for one kind, in declaration order (built-ins first, then plugins by name).
+
+    Args:
+        kind: ``"metric"``, ``"source"``, ``"backend"``, ``"generator"`` or ``"stage"`` (a key of
+            :data:`ENTRY_POINT_GROUPS`), used in messages and to find the entry-point group.
+        adopt: turns what a plugin's entry point loads into ``(entry, object)``; raises to reject it.
+            ``None`` accepts only objects with a ``name`` attribute equal to the entry point's name.
+        builtins: imported (once) before the first lookup so that modules declaring built-ins with the
+            :meth:`register` decorator have run, e.g. ``("echo_builder.sources",)``.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        *,
+        adopt: Callable[[str, Any, str], tuple[Entry[T], T]] | None = None,
+        builtins: tuple[str, ...] = (),
+    ) -> None:
+        if kind not in ENTRY_POINT_GROUPS:
+            raise ValueError(f"unknown registry kind {kind!r}")
+        self.kind = kind
+        self.group = ENTRY_POINT_GROUPS[kind]
+        self._adopt = adopt
+        self._builtin_modules = builtins
+        self._entries: dict[str, Entry[T]] = {}
+        self._objects: dict[str, T] = {}
+        self._problems: list[PluginProblem] = []
+        self._plugins_loaded = False
+        self._builtins_imported = False
+        self._lock = threading.RLock()
+        _REGISTRIES[kind] = self
+
+    # ------------------------------------------------------------------------------------------- declaring
+
+    def declare(
+        self,
+        name: str,
+        target: str,
+        *,
+        description: str = "",
+        extra: str | None = None,
+        origin: str = BUILT_IN,
+        **fields: Any,
+    ) -> Entry[T]:
+        """Declare an entry by import path without importing it. Raises :class:`ConfigError` on a name clash."""
+        entry: Entry[T] = Entry(name, target, description, extra, origin, MappingProxyType(dict(fields)))
+        self._add(entry, None)
+        return entry
+
+    def add(self, entry: Entry[T], obj: T | None = None) -> Entry[T]:
+        """Add a prepared entry (and its object when already imported). Raises :class:`ConfigError` on a clash."""
+        self._add(entry, obj)
+        return entry
+
+    def register(
+        self, obj: T | None = None, *, description: str | None = None, extra: str | None = None, **fields: Any
+    ) -> Any:
+        """Decorator (bare or with arguments): register ``obj`` under its ``name`` attribute.
+
+        ``description`` defaults to ``obj.description``. Raises :class:`ConfigError` when the name is empty or
+        already taken by another object.
+        """
+
+        def decorate(value: T) -> T:
+            name = getattr(value, "name", "")
+            if not name or not isinstance(name, str):
+                raise ConfigError(
+                    f"{getattr(value, '__qualname__', value)!r} has no `name`; set it before registering"
+                )
+            target = f"{value.__module__}:{value.__qualname__}" if hasattr(value, "__qualname__") else ""
+            text = description if description is not None else str(getattr(value, "description", "") or "")
+            existing = self._entries.get(name)
+            if existing is not None and existing.target == target:
+                # re-import of the declaring module (tests reload): keep the declaration, refresh the object
+                self._objects[name] = value
+                return value
+            entry: Entry[T] = Entry(name, target, text, extra, BUILT_IN, MappingProxyType(dict(fields)))
+            self._add(entry, value)
+            return value
+
+        return decorate(obj) if obj is not None else decorate
+
+    def _add(self, entry: Entry[T], obj: T | None) -> None:
+        with self._lock:
+            existing = self._entries.get(entry.name)
+            if existing is not None and (existing.target != entry.target or not entry.target):
+                raise ConfigError(
+                    f"a {self.kind} named {entry.name!r} is already registered "
+                    f"({existing.target or existing.origin}); choose another name"
+                )
+            self._entries[entry.name] = entry
+            if obj is not None:
+                self._objects[entry.name] = obj
+
+    def remove(self, name: str) -> None:
+        """Forget ``name`` (tests and plugin reloading)."""
+        with self._lock:
+            self._entries.pop(name, None)
+            self._objects.pop(name, None)
+
+    # --------------------------------------------------------------------------------------------- reading
+
+    def _ready(self) -> None:
+        if self._builtins_imported and self._plugins_loaded:
+            return
+        with self._lock:
+            if not self._builtins_imported:
+                self._builtins_imported = True
+                for module in self._builtin_modules:
+                    importlib.import_module(module)
+            if not self._plugins_loaded:
+                self._plugins_loaded = True
+                self._load_plugins()
+
+    def __contains__(self, name: object) -> bool:
+        self._ready()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[Entry[T]]:
+        self._ready()
+        return iter(list(self._entries.values()))
+
+    def __len__(self) -> int:
+        self._ready()
+        return len(self._entries)
+
+    def names(self) -> list[str]:
+        """Registered names in declaration order (built-ins first)."""
+        self._ready()
+        return list(self._entries)
+
+    def entries(self) -> list[Entry[T]]:
+        """Registered entries in declaration order."""
+        self._ready()
+        return list(self._entries.values())
+
+    def entry(self, name: str) -> Entry[T]:
+        """The entry ``name``; :class:`ConfigError` listing the registered names otherwise."""
+        self._ready()
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise ConfigError(self.unknown_message(name)) from None
+
+    def unknown_message(self, name: str) -> str:
+        known = ", ".join(self._entries) or "none"
+        hint = ""
+        broken = [p for p in self._problems if p.name == name]
+        if broken:
+            hint = f" ({broken[0]})"
+        return f"unknown {self.kind} {name!r}; registered: {known}{hint}"
+
+    def get(self, name: str) -> T:
+        """The object registered as ``name``, importing its module on first use.
+
+        Raises:
+            ConfigError: ``name`` is not registered.
+            MissingDependencyError: importing it needs an optional extra that is not installed.
+        """
+        entry = self.entry(name)
+        obj = self._objects.get(name)
+        if obj is not None:
+            return obj
+        module_name, _, attribute = entry.target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            if entry.extra and getattr(exc, "name", None) and not str(exc.name).startswith(module_name):
+                raise MissingDependencyError(str(exc.name), entry.extra, f"the {self.kind} {name!r}") from exc
+            raise
+        obj = module
+        for part in attribute.split(".") if attribute else ():
+            obj = getattr(obj, part)
+        with self._lock:
+            self._objects[name] = obj  # type: ignore[assignment]
+        return obj  # type: ignore[return-value]
+
+    def problems(self) -> list[PluginProblem]:
+        """The plugins of this kind that could not be used."""
+        self._ready()
+        return list(self._problems)
+
+    # --------------------------------------------------------------------------------------------- plugins
+
+    def _load_plugins(self) -> None:
+        try:
+            points = sorted(metadata.entry_points(group=self.group), key=lambda ep: ep.name)
+        except Exception as exc:  # a corrupt installed distribution must not stop the package
+            self._problem(self.group, "*", "", "", f"entry points could not be read: {exc}")
+            return
+        for point in points:
+            dist = getattr(point, "dist", None)
+            distribution = f"{dist.name} {dist.version}" if dist is not None else ""
+            if point.name in self._entries and self._entries[point.name].origin == BUILT_IN:
+                self._problem(
+                    self.group, point.name, point.value, distribution,
+                    f"the name is taken by echo-bench's built-in {self.kind}; choose another name",
+                )
+                continue
+            try:
+                loaded = point.load()
+                entry, obj = self._adopt_plugin(point.name, loaded, distribution or point.value)
+                if entry.name != point.name:
+                    raise ConfigError(
+                        f"the entry point is named {point.name!r} but declares {entry.name!r}; use one name"
+                    )
+                self._add(entry, obj)
+            except Exception as exc:  # any failure of third-party code is that plugin's problem only
+                self._problem(self.group, point.name, point.value, distribution, f"{type(exc).__name__}: {exc}")
+
+    def _adopt_plugin(self, name: str, loaded: Any, origin: str) -> tuple[Entry[T], T]:
+        if self._adopt is not None:
+            entry, obj = self._adopt(name, loaded, origin)
+            return entry, obj
+        declared = getattr(loaded, "name", None)
+        if declared != name:
+            raise ConfigError(f"expected an object with name = {name!r}, got {declared!r}")
+        target = f"{loaded.__module__}:{getattr(loaded, '__qualname__', '')}"
+        entry: Entry[T] = Entry(name, target, str(getattr(loaded, "description", "") or ""), None, origin)
+        return entry, loaded
+
+    def _problem(self, group: str, name: str, value: str, distribution: str, reason: str) -> None:
+        problem = PluginProblem(group, name, value, distribution, reason)
+        self._problems.append(problem)
+        log.warning("%s", problem)
+
+    def reload_plugins(self) -> None:
+        """Forget every plugin entry and problem and read the entry points again on the next lookup."""
+        with self._lock:
+            for name in [n for n, e in self._entries.items() if e.origin != BUILT_IN]:
+                self.remove(name)
+            self._problems.clear()
+            self._plugins_loaded = False
+
+
+_REGISTRIES: dict[str, Registry[Any]] = {}
+
+#: Modules whose import creates each kind's registry and declares its built-ins.
+_REGISTRY_MODULES = {
+    "metric": "echo_builder.scoring.registry",
+    "source": "echo_builder.sources",
+    "backend": "echo_builder.backends",
+    "generator": "echo_builder.generate",
+    "stage": "echo_builder.stages.registry",
+}
+
+
+def all_registries() -> dict[str, Registry[Any]]:
+    """Every kind's registry (importing the modules that declare them), in :data:`ENTRY_POINT_GROUPS` order."""
+    for kind, module in _REGISTRY_MODULES.items():
+        if kind not in _REGISTRIES:
+            try:
+                importlib.import_module(module)
+            except ImportError:  # a kind not present in this version of the package
+                continue
+    return {kind: _REGISTRIES[kind] for kind in ENTRY_POINT_GROUPS if kind in _REGISTRIES}
+
+
+def plugin_problems() -> list[PluginProblem]:
+    """Every plugin of every kind that could not be used."""
+    return [problem for registry in all_registries().values() for problem in registry.problems()]
+
+
+def reload_plugins() -> None:
+    """Read every kind's entry points again (after installing a plugin in a running process, and in tests)."""
+    for registry in all_registries().values():
+        registry.reload_plugins()
