@@ -141,7 +141,7 @@ def test_a_new_adapter_is_one_registered_class(tmp_path):
         with pytest.raises(ConfigError, match="already registered"):
             register_source(Impostor)
     finally:
-        sources_base._REGISTRY.pop("mastodon_test", None)
+        sources_base.SOURCES.remove("mastodon_test")
     with pytest.raises(ConfigError, match="unknown source format 'mastodon_test'"):
         get_source("mastodon_test")
 
@@ -163,7 +163,7 @@ def test_an_adapter_bug_is_one_problem_and_the_other_files_still_load(tmp_path):
         register_source(Crashing)
         report = read_posts([bad, DATA / "posts.jsonl"])
     finally:
-        sources_base._REGISTRY.pop("crashing_test", None)
+        sources_base.SOURCES.remove("crashing_test")
     assert [p.id for p in report.posts][:2] == ["web:before-crash", "x:1"]
     crash = report.problems[0]
     assert (crash.file, crash.location) == (str(bad), None)

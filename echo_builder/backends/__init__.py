@@ -1,9 +1,11 @@
 """LLM/VLM backends behind one interface, created from spec strings such as ``openai:gpt-4o``.
 
-The registry maps a backend name to the class implementing it. Built-in backends are registered by import path
-and imported only when first created, so ``import echo_builder`` never pulls in ``openai`` or ``transformers``.
-A new backend is one file with a :class:`~echo_builder.backends.base.Backend` subclass decorated with
-:func:`register_backend`.
+The registry :data:`BACKENDS` (an :class:`echo_builder.registry.Registry` of kind ``"backend"``) maps a backend
+name to the class implementing it. Built-in backends are declared by import path and imported only when first
+created, so ``import echo_builder`` never pulls in ``openai`` or ``transformers``. A new backend is one file with
+a :class:`~echo_builder.backends.base.Backend` subclass decorated with :func:`register_backend`; a separate package
+adds one through the ``echo_bench.backends`` entry-point group (``name = "module:Class"``), see
+``docs/extending.md``. A plugin that fails to load is reported (``echo-bench plugins``), never fatal.
 
 Spec strings:
 
@@ -16,8 +18,9 @@ Spec strings:
 
 from __future__ import annotations
 
-import importlib
+import inspect
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from echo_builder.backends.base import (
@@ -35,6 +38,7 @@ from echo_builder.backends.base import (
     user_message,
 )
 from echo_builder.errors import ConfigError
+from echo_builder.registry import BUILT_IN, Entry, Registry
 
 #: Backend options that set a :class:`GenerationParams` field for every call of a run (``-o temperature=0.7``).
 #: Accepted by every model backend, validated like the field, applied by the caller before the cache lookup (so
@@ -42,6 +46,7 @@ from echo_builder.errors import ConfigError
 GENERATION_OPTIONS = ("temperature", "top_p", "max_tokens", "seed")
 
 __all__ = [
+    "BACKENDS",
     "GENERATION_OPTIONS",
     "Backend",
     "BackendInfo",
@@ -72,51 +77,75 @@ class BackendInfo:
     description: str
     extra: str | None  # pip extra that provides its dependencies, if any
     needs_target: bool
+    origin: str = BUILT_IN  # "built-in" or the plugin's distribution ("echo-mybackend 0.1")
 
 
-_INFO: dict[str, BackendInfo] = {}
-_CLASSES: dict[str, type[Backend]] = {}
+def _adopt(name: str, loaded: Any, origin: str) -> tuple[Entry[type[Backend]], type[Backend]]:
+    """An ``echo_bench.backends`` entry point's object as a registry entry: it must be a concrete Backend subclass."""
+    if not (isinstance(loaded, type) and issubclass(loaded, Backend)):
+        raise ConfigError(
+            f"expected a subclass of echo_builder.backends.Backend, got {type(loaded).__name__} {loaded!r}"
+        )
+    if inspect.isabstract(loaded):
+        missing = ", ".join(sorted(getattr(loaded, "__abstractmethods__", ())))
+        raise ConfigError(f"{loaded.__qualname__} is abstract (does not implement {missing})")
+    if loaded.name != name:
+        raise ConfigError(
+            f"{loaded.__qualname__}.name is {loaded.name!r}; set it to the entry point's name {name!r}"
+        )
+    entry: Entry[type[Backend]] = Entry(
+        name,
+        f"{loaded.__module__}:{loaded.__qualname__}",
+        str(loaded.description or ""),
+        None,
+        origin,
+        MappingProxyType({"needs_target": bool(loaded.needs_target)}),
+    )
+    return entry, loaded
 
 
-def _builtin(name: str, target: str, description: str, extra: str | None, needs_target: bool) -> None:
-    _INFO[name] = BackendInfo(name, target, description, extra, needs_target)
+#: Every backend: the built-ins below, classes decorated with :func:`register_backend`, and plugins (entry-point
+#: group ``echo_bench.backends``). Entries carry ``needs_target`` in their fields.
+BACKENDS: Registry[type[Backend]] = Registry("backend", adopt=_adopt)
 
-
-_builtin(
+# The built-ins, declared by import path: their modules import ``openai`` or ``transformers``, which listing the
+# backends must not. Each module's class carries the same name (``register_backend`` checks the path matches).
+BACKENDS.declare(
     "openai",
     "echo_builder.backends.openai_backend:OpenAIBackend",
-    "any OpenAI-compatible chat-completions server (OpenAI, vLLM, SGLang, TGI, Ollama, OpenRouter)",
-    None,
-    True,
+    description="any OpenAI-compatible chat-completions server (OpenAI, vLLM, SGLang, TGI, Ollama, OpenRouter)",
+    needs_target=True,
 )
-_builtin(
+BACKENDS.declare(
     "transformers",
     "echo_builder.backends.transformers_backend:TransformersBackend",
-    "local vision-language model via transformers (AutoModelForImageTextToText), multi-GPU via accelerate",
-    "judge-local",
-    True,
+    description="local vision-language model via transformers (AutoModelForImageTextToText), multi-GPU via "
+    "accelerate",
+    extra="judge-local",
+    needs_target=True,
 )
-_builtin(
+BACKENDS.declare(
     "rules",
     "echo_builder.backends.rules:RulesBackend",
-    "offline deterministic baseline for the curation stages (no model)",
-    None,
-    False,
+    description="offline deterministic baseline for the curation stages (no model)",
+    needs_target=False,
 )
 
 
 def register_backend(cls: type[Backend]) -> type[Backend]:
     """Class decorator: register ``cls`` under ``cls.name``. Raises :class:`ConfigError` on a name clash."""
+    if not isinstance(cls, type) or not issubclass(cls, Backend):
+        raise ConfigError(f"register_backend takes a Backend subclass, got {cls!r}")
     if not cls.name:
         raise ConfigError(f"{cls.__qualname__} has no `name`; set the class attribute before registering")
-    target = f"{cls.__module__}:{cls.__qualname__}"
-    existing = _INFO.get(cls.name)
-    if existing is not None and existing.target != target:
-        raise ConfigError(f"a backend named {cls.name!r} is already registered ({existing.target})")
-    if existing is None:
-        _INFO[cls.name] = BackendInfo(cls.name, target, cls.description, None, cls.needs_target)
-    _CLASSES[cls.name] = cls
+    BACKENDS.register(cls, needs_target=bool(cls.needs_target))
     return cls
+
+
+def _unknown_hint(name: str) -> str:
+    """`` (plugin 'x' ... not loaded: why)`` when a plugin of that name failed to load, else ``""``."""
+    broken = [p for p in BACKENDS.problems() if p.name == name]
+    return f" ({broken[0]})" if broken else ""
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -129,22 +158,14 @@ def parse_spec(spec: str) -> tuple[str, str]:
         raise ConfigError(
             f"empty backend spec {spec!r}; expected e.g. 'openai:gpt-4o' or 'transformers:<path>'"
         )
-    if name not in _INFO:
+    if name not in BACKENDS:
         # "gpt-4o" alone is a model, not a backend: say what a spec looks like
         what = f"backend {name!r} in spec {spec!r}" if ":" in spec else f"backend spec {spec!r}"
         raise ConfigError(
             f"unknown {what}: use <backend>:<target>, e.g. openai:gpt-4o or transformers:<hub id or local path>; "
-            f"backends: {', '.join(sorted(_INFO))}"
+            f"backends: {', '.join(sorted(BACKENDS.names()))}{_unknown_hint(name)}"
         )
     return name, target
-
-
-def _resolve(name: str) -> type[Backend]:
-    cls = _CLASSES.get(name)
-    if cls is None:
-        module_name, _, class_name = _INFO[name].target.partition(":")
-        cls = _CLASSES[name] = getattr(importlib.import_module(module_name), class_name)
-    return cls
 
 
 def create_backend(spec: str, **options: Any) -> Backend:
@@ -161,7 +182,8 @@ def create_backend(spec: str, **options: Any) -> Backend:
         MissingDependencyError: the backend's optional extra is not installed.
     """
     name, target = parse_spec(spec)
-    if _INFO[name].needs_target and not target:
+    needs_target = bool(BACKENDS.entry(name).get_field("needs_target", True))
+    if needs_target and not target:
         raise ConfigError(f"backend {name!r} needs a target after ':' (e.g. '{name}:<model>'), got {spec!r}")
     box_format = options.pop("box_format", None)  # every backend's option; see echo_builder.backends.boxes
     if box_format is not None:
@@ -170,10 +192,10 @@ def create_backend(spec: str, **options: Any) -> Backend:
         box_format = resolve_box_format(str(box_format), target)
     overrides: dict[str, Any] = {}
     # a model backend takes generation options; the rules baseline generates no text and takes no options
-    if _INFO[name].needs_target:
+    if needs_target:
         generation = {k: options.pop(k) for k in GENERATION_OPTIONS if k in options}
         overrides = _generation_overrides(spec, generation) if generation else {}
-    backend = _resolve(name)(target, **options)  # type: ignore[call-arg]
+    backend = BACKENDS.get(name)(target, **options)  # type: ignore[call-arg]
     backend.box_format_option = box_format
     backend.generation_overrides = overrides
     return backend
@@ -195,5 +217,10 @@ def _generation_overrides(spec: str, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_backends() -> list[BackendInfo]:
-    """Every registered backend, sorted by name, without importing any of them."""
-    return [info for _, info in sorted(_INFO.items())]
+    """Every registered backend (built-ins and plugins), sorted by name, without importing a built-in."""
+    return [
+        BackendInfo(
+            e.name, e.target, e.description, e.extra, bool(e.get_field("needs_target", True)), e.origin
+        )
+        for e in sorted(BACKENDS.entries(), key=lambda e: e.name)
+    ]

@@ -3,7 +3,10 @@
 A generator turns a benchmark sample (prompt, optional input images, seed) into an image; see
 :class:`~echo_builder.generate.base.Generator`. Built-in generators are registered by import path and imported
 only when first created, so ``import echo_builder`` never pulls in ``diffusers`` or ``torch``. A new generator is
-one file with a :class:`Generator` subclass decorated with :func:`register_generator`.
+one file with a :class:`Generator` subclass decorated with :func:`register_generator`; a separate package adds one
+through the ``echo_bench.generators`` entry-point group (``name = "module:Class"``, see ``docs/extending.md``). The
+registry is :data:`GENERATORS` (an :class:`echo_builder.registry.Registry` of kind ``"generator"``); a plugin
+that fails to load is reported (``echo-bench plugins``), never fatal.
 
 Spec strings:
 
@@ -19,8 +22,9 @@ Spec strings:
 
 from __future__ import annotations
 
-import importlib
+import inspect
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from echo_builder.errors import ConfigError
@@ -32,9 +36,11 @@ from echo_builder.generate.base import (
     Generator,
     derive_seed,
 )
+from echo_builder.registry import BUILT_IN, Entry, Registry
 
 __all__ = [
     "FAILURE_STATUSES",
+    "GENERATORS",
     "STATUSES",
     "GenerationRequest",
     "GenerationResult",
@@ -50,54 +56,74 @@ __all__ = [
 
 @dataclass(frozen=True)
 class GeneratorInfo:
-    """One registered generator: its spec prefix, import path, one-line description and pip extra."""
+    """One registered generator: its spec prefix, import path, one-line description, pip extra and origin."""
 
     name: str
     target: str  # import path "module:Class"
     description: str
     extra: str | None
     needs_target: bool
+    origin: str = BUILT_IN  # "built-in" or the plugin's distribution ("echo-mygen 0.1")
 
 
-_INFO: dict[str, GeneratorInfo] = {}
-_CLASSES: dict[str, type[Generator]] = {}
+def _adopt(name: str, loaded: Any, origin: str) -> tuple[Entry[type[Generator]], type[Generator]]:
+    """An ``echo_bench.generators`` entry point's object as an entry: it must be a concrete Generator subclass."""
+    if not (isinstance(loaded, type) and issubclass(loaded, Generator)):
+        raise ConfigError(
+            f"expected a subclass of echo_builder.generate.Generator, got {type(loaded).__name__} {loaded!r}"
+        )
+    if inspect.isabstract(loaded):
+        missing = ", ".join(sorted(getattr(loaded, "__abstractmethods__", ())))
+        raise ConfigError(f"{loaded.__qualname__} is abstract (does not implement {missing})")
+    if loaded.name != name:
+        raise ConfigError(
+            f"{loaded.__qualname__}.name is {loaded.name!r}; set it to the entry point's name {name!r}"
+        )
+    entry: Entry[type[Generator]] = Entry(
+        name,
+        f"{loaded.__module__}:{loaded.__qualname__}",
+        str(loaded.description or ""),
+        None,
+        origin,
+        MappingProxyType({"needs_target": bool(loaded.needs_target)}),
+    )
+    return entry, loaded
 
 
-def _builtin(name: str, target: str, description: str, extra: str | None) -> None:
-    _INFO[name] = GeneratorInfo(name, target, description, extra, True)
+#: Every generator: the built-ins below, classes decorated with :func:`register_generator`, and plugins
+#: (entry-point group ``echo_bench.generators``). Entries carry ``needs_target`` in their fields.
+GENERATORS: Registry[type[Generator]] = Registry("generator", adopt=_adopt)
 
-
-_builtin(
+# The built-ins, declared by import path: diffusers' module imports torch and diffusers when first used, and
+# listing the generators must import none of them.
+GENERATORS.declare(
     "diffusers",
     "echo_builder.generate.diffusers_backend:DiffusersGenerator",
-    "any diffusers text-to-image or image-editing pipeline (hub id or local folder), batched, multi-GPU",
-    "generate",
+    description="any diffusers text-to-image or image-editing pipeline (hub id or local folder), batched, multi-GPU",
+    extra="generate",
+    needs_target=True,
 )
-_builtin(
+GENERATORS.declare(
     "openai-images",
     "echo_builder.generate.openai_images:OpenAIImagesGenerator",
-    "OpenAI-compatible image generation and edit endpoints (e.g. gpt-image-1)",
-    None,
+    description="OpenAI-compatible image generation and edit endpoints (e.g. gpt-image-1)",
+    needs_target=True,
 )
-_builtin(
+GENERATORS.declare(
     "command",
     "echo_builder.generate.command:CommandGenerator",
-    "your own program: one JSON request on stdin, a PNG written to output_path",
-    None,
+    description="your own program: one JSON request on stdin, a PNG written to output_path",
+    needs_target=True,
 )
 
 
 def register_generator(cls: type[Generator]) -> type[Generator]:
     """Class decorator: register ``cls`` under ``cls.name``. Raises :class:`ConfigError` on a name clash."""
+    if not isinstance(cls, type) or not issubclass(cls, Generator):
+        raise ConfigError(f"register_generator takes a Generator subclass, got {cls!r}")
     if not cls.name:
         raise ConfigError(f"{cls.__qualname__} has no `name`; set the class attribute before registering")
-    target = f"{cls.__module__}:{cls.__qualname__}"
-    existing = _INFO.get(cls.name)
-    if existing is not None and existing.target != target:
-        raise ConfigError(f"a generator named {cls.name!r} is already registered ({existing.target})")
-    if existing is None:
-        _INFO[cls.name] = GeneratorInfo(cls.name, target, cls.description, None, cls.needs_target)
-    _CLASSES[cls.name] = cls
+    GENERATORS.register(cls, needs_target=bool(cls.needs_target))
     return cls
 
 
@@ -111,26 +137,20 @@ def parse_generator_spec(spec: str) -> tuple[str, str]:
         raise ConfigError(
             f"empty model spec {spec!r}; expected e.g. 'diffusers:<path>' or 'openai-images:<model>'"
         )
-    if name not in _INFO:
+    if name not in GENERATORS:
         # "stabilityai/sd-turbo" alone is a model, not a generator: say what a spec looks like
         what = f"generator {name!r} in model spec {spec!r}" if ":" in spec else f"model spec {spec!r}"
+        broken = [p for p in GENERATORS.problems() if p.name == name]
         raise ConfigError(
             f"unknown {what}: use <generator>:<target>, e.g. diffusers:<hub id or local path>, "
-            f"openai-images:gpt-image-1 or command:python my_model.py; generators: {', '.join(sorted(_INFO))}"
+            f"openai-images:gpt-image-1 or command:python my_model.py; generators: "
+            f"{', '.join(sorted(GENERATORS.names()))}" + (f" ({broken[0]})" if broken else "")
         )
-    if _INFO[name].needs_target and not target.strip():
+    if GENERATORS.entry(name).get_field("needs_target", True) and not target.strip():
         raise ConfigError(
             f"generator {name!r} needs a target after ':' (e.g. '{name}:<model>'), got {spec!r}"
         )
     return name, target.strip()
-
-
-def _resolve(name: str) -> type[Generator]:
-    cls = _CLASSES.get(name)
-    if cls is None:
-        module_name, _, class_name = _INFO[name].target.partition(":")
-        cls = _CLASSES[name] = getattr(importlib.import_module(module_name), class_name)
-    return cls
 
 
 def create_generator(spec: str, **options: Any) -> Generator:
@@ -146,9 +166,14 @@ def create_generator(spec: str, **options: Any) -> Generator:
         MissingDependencyError: the generator's optional extra is not installed.
     """
     name, target = parse_generator_spec(spec)
-    return _resolve(name)(target, **options)
+    return GENERATORS.get(name)(target, **options)
 
 
 def list_generators() -> list[GeneratorInfo]:
-    """Every registered generator, sorted by name, without importing any of them."""
-    return [info for _, info in sorted(_INFO.items())]
+    """Every registered generator (built-ins and plugins), sorted by name, without importing a built-in."""
+    return [
+        GeneratorInfo(
+            e.name, e.target, e.description, e.extra, bool(e.get_field("needs_target", True)), e.origin
+        )
+        for e in sorted(GENERATORS.entries(), key=lambda e: e.name)
+    ]

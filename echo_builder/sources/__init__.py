@@ -19,10 +19,15 @@ Typical use::
 
 Formats are detected from the content (the first record of a file; a folder with ``cases/`` is a collection);
 ``format=`` forces one. Bad records never raise: they are reported and skipped. A new format is one module with
-a :class:`SourceAdapter` subclass decorated with :func:`register_source`, imported here.
+a :class:`SourceAdapter` subclass decorated with :func:`register_source`, imported here (the import order is the
+detection order). A separate package adds one through the ``echo_bench.sources`` entry-point group
+(``name = "module:Class"``, see ``docs/extending.md``); plugin formats are detected after the built-ins, and a
+plugin that fails to load, or whose detection raises, is reported and passed over, never fatal. The registry is
+:data:`SOURCES` (an :class:`echo_builder.registry.Registry` of kind ``"source"``).
 """
 
 from echo_builder.sources.base import (
+    SOURCES,
     Document,
     FileContext,
     RecordProblem,
@@ -31,6 +36,7 @@ from echo_builder.sources.base import (
     get_source,
     list_sources,
     register_source,
+    registered_sources,
 )
 
 # Built-in adapters register themselves on import; the order is the auto-detection order.
@@ -48,6 +54,7 @@ from echo_builder.sources.reader import (  # isort: skip
 )
 
 __all__ = [
+    "SOURCES",
     "BlueskySource",
     "CollectionSource",
     "Document",
@@ -66,5 +73,6 @@ __all__ = [
     "list_sources",
     "read_posts",
     "register_source",
+    "registered_sources",
     "write_jsonl",
 ]

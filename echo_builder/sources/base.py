@@ -18,14 +18,17 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
 from echo_builder.errors import ConfigError, RecordError
 from echo_builder.records import MediaRef, Post
+from echo_builder.registry import BUILT_IN, Entry, Registry
 
 __all__ = [
+    "SOURCES",
     "BadRecord",
     "Document",
     "FileContext",
@@ -174,48 +177,90 @@ class SourceInfo:
     name: str
     description: str
     reads_folders: bool
+    origin: str = BUILT_IN  # "built-in" or the plugin's distribution ("echo-mastodon 0.1")
 
 
-_REGISTRY: dict[str, SourceAdapter] = {}
+def _entry(cls: type[SourceAdapter], origin: str) -> Entry[SourceAdapter]:
+    return Entry(
+        cls.name,
+        f"{cls.__module__}:{cls.__qualname__}",
+        str(cls.description or ""),
+        None,
+        origin,
+        MappingProxyType({"reads_folders": bool(cls.reads_folders)}),
+    )
+
+
+def _check_adapter(cls: Any) -> type[SourceAdapter]:
+    """``cls`` if it is a SourceAdapter subclass with a name; :class:`ConfigError` otherwise."""
+    if not (isinstance(cls, type) and issubclass(cls, SourceAdapter)):
+        raise ConfigError(
+            f"expected a subclass of echo_builder.sources.SourceAdapter, got {type(cls).__name__} {cls!r}"
+        )
+    if not cls.name or not isinstance(cls.name, str):
+        raise ConfigError(f"{cls.__qualname__} has no `name`; set the class attribute before registering")
+    return cls
+
+
+def _adopt(name: str, loaded: Any, origin: str) -> tuple[Entry[SourceAdapter], SourceAdapter]:
+    """An ``echo_bench.sources`` entry point's object as an entry and its instance: it must be a SourceAdapter
+    subclass named like the entry point that implements reading (``parse_document(s)``, or ``read_folder``)."""
+    cls = _check_adapter(loaded)
+    if cls.name != name:
+        raise ConfigError(
+            f"{cls.__qualname__}.name is {cls.name!r}; set it to the entry point's name {name!r}"
+        )
+    if cls.reads_folders:
+        if cls.read_folder is SourceAdapter.read_folder:
+            raise ConfigError(f"{cls.__qualname__} sets reads_folders but does not implement read_folder")
+    elif cls.parse_document is SourceAdapter.parse_document and (
+        cls.parse_documents is SourceAdapter.parse_documents
+    ):
+        raise ConfigError(f"{cls.__qualname__} implements neither parse_document nor parse_documents")
+    return _entry(cls, origin), cls()
+
+
+#: Every source format: the built-ins (registered by their own modules, imported by ``echo_builder.sources`` in
+#: detection order), adapters registered with :func:`register_source`, and plugins (entry-point group
+#: ``echo_bench.sources``), which are detected after the others. Objects are adapter instances; entries carry
+#: ``reads_folders`` in their fields.
+SOURCES: Registry[SourceAdapter] = Registry("source", adopt=_adopt, builtins=("echo_builder.sources",))
 
 
 def register_source(cls: type[SourceAdapter]) -> type[SourceAdapter]:
     """Class decorator: register an adapter under ``cls.name``.
 
-    Auto-detection asks registered adapters in registration order and takes the first that claims a file.
-    Raises :class:`ConfigError` when the name is empty or already taken by another class.
+    Auto-detection asks registered adapters in registration order (plugins after the adapters registered in the
+    process) and takes the first that claims a file. Raises :class:`ConfigError` when ``cls`` is not a
+    :class:`SourceAdapter` subclass, its name is empty, or the name is taken by another class.
     """
-    if not cls.name:
-        raise ConfigError(f"{cls.__qualname__} has no `name`; set the class attribute before registering")
-    existing = _REGISTRY.get(cls.name)
-    if existing is not None and type(existing).__qualname__ != cls.__qualname__:
-        raise ConfigError(
-            f"a source named {cls.name!r} is already registered ({type(existing).__qualname__})"
-        )
-    _REGISTRY[cls.name] = cls()
+    _check_adapter(cls)
+    SOURCES.add(_entry(cls, BUILT_IN), cls())
     return cls
 
 
 def get_source(name: str) -> SourceAdapter:
     """The adapter registered as ``name``; raises :class:`ConfigError` listing the known names otherwise."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
+    if not isinstance(name, str) or name not in SOURCES:
+        broken = [p for p in SOURCES.problems() if p.name == name]
         raise ConfigError(
-            f"unknown source format {name!r}; registered formats: {', '.join(sorted(_REGISTRY))}"
-        ) from None
+            f"unknown source format {name!r}; registered formats: {', '.join(sorted(SOURCES.names()))}"
+            + (f" ({broken[0]})" if broken else "")
+        )
+    return SOURCES.get(name)
 
 
 def registered_sources() -> list[SourceAdapter]:
-    """Registered adapters in registration (= detection) order."""
-    return list(_REGISTRY.values())
+    """Registered adapters in detection order: those registered in the process first, then plugins."""
+    entries = sorted(SOURCES.entries(), key=lambda e: not e.builtin)  # stable: keeps registration order
+    return [SOURCES.get(e.name) for e in entries]
 
 
 def list_sources() -> list[SourceInfo]:
-    """Every registered adapter, sorted by name."""
+    """Every registered adapter (built-ins and plugins), sorted by name."""
     return [
-        SourceInfo(a.name, a.description, a.reads_folders)
-        for _, a in sorted(_REGISTRY.items(), key=lambda kv: kv[0])
+        SourceInfo(e.name, e.description, bool(e.get_field("reads_folders", False)), e.origin)
+        for e in sorted(SOURCES.entries(), key=lambda e: e.name)
     ]
 
 

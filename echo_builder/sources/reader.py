@@ -33,6 +33,7 @@ File handling:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import stat
@@ -59,6 +60,8 @@ from echo_builder.sources.base import (
 )
 
 __all__ = ["FileSummary", "SourceReport", "detect_format", "read_posts"]
+
+log = logging.getLogger(__name__)
 
 LINE_EXTENSIONS = frozenset({".jsonl", ".ndjson"})
 JSON_EXTENSIONS = frozenset({".json"})
@@ -383,15 +386,37 @@ def _load(path: Path) -> _Loaded:
 
 
 def _sniff(value: Any) -> str | None:
+    """The first registered file format whose ``sniff`` claims ``value``; an adapter whose ``sniff`` raises (a bug
+    in a plugin, a value it did not expect) does not claim it, and the next one is asked."""
     for adapter in registered_sources():
         if adapter.reads_folders:
             continue
-        try:
-            if adapter.sniff(value):
-                return adapter.name
-        except (RecursionError, TypeError, AttributeError, KeyError, ValueError):
-            continue
+        if _asks(adapter, adapter.sniff, value):
+            return adapter.name
     return None
+
+
+def _asks(adapter: SourceAdapter, sniff: Any, value: Any) -> bool:
+    """``sniff(value)`` as a bool; ``False`` (logged once per adapter) when it raises anything but MemoryError."""
+    try:
+        return bool(sniff(value))
+    except (RecursionError, TypeError, AttributeError, KeyError, ValueError):  # a value of another shape
+        return False
+    except MemoryError:
+        raise
+    except Exception as exc:  # one adapter's detection bug must not stop the reading of any input
+        if adapter.name not in _SNIFF_FAILED:
+            _SNIFF_FAILED.add(adapter.name)
+            log.warning(
+                "source format %r: its detection raised %s: %s; it is passed over for such inputs",
+                adapter.name,
+                type(exc).__name__,
+                exc,
+            )
+        return False
+
+
+_SNIFF_FAILED: set[str] = set()
 
 
 def _describe(value: Any) -> str:
@@ -405,7 +430,7 @@ def _describe(value: Any) -> str:
 
 def _folder_format(folder: Path) -> str | None:
     for adapter in registered_sources():
-        if adapter.reads_folders and adapter.sniff_folder(folder):
+        if adapter.reads_folders and _asks(adapter, adapter.sniff_folder, folder):
             return adapter.name
     return None
 
