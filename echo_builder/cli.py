@@ -2,7 +2,7 @@
 
 The group and its error handling live here; the subcommands live in :mod:`echo_builder.commands` (curation:
 ``build``, ``publish``, ``import echo2025``; model outputs: ``generate``; evaluation: ``judge``, ``leaderboard``, ``agreement``,
-``metrics``; tools: ``backends``, ``cache``; the tour: ``demo``). Heavy imports happen inside the command that
+``metrics``; tools: ``backends``, ``cache``, ``plugins``; the tour: ``demo``). Heavy imports happen inside the command that
 needs them, so ``echo-bench --help`` is instant.
 """
 
@@ -20,6 +20,7 @@ from echo_builder.commands.curation import build, publish
 from echo_builder.commands.demo import demo
 from echo_builder.commands.evaluation import agreement, judge, leaderboard, metrics
 from echo_builder.commands.generation import generate
+from echo_builder.commands.plugins import plugins
 from echo_builder.commands.release import import_group
 from echo_builder.errors import EchoError
 from echo_builder.input_files import is_utf8
@@ -144,6 +145,7 @@ for _command in (
     metrics,
     demo,
     generate,
+    plugins,
 ):
     cli.add_command(_command)
 

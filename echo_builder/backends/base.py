@@ -280,6 +280,7 @@ class Backend(ABC):
     Attributes:
         name: registry name, the part of a spec before ``:`` (``openai``).
         needs_target: whether a spec must name a model after ``:``.
+        answers_prompts: whether it answers free-form prompts (``False`` for the rules baseline).
         native_batching: ``True`` when :meth:`agenerate_batch` runs several calls in one forward pass (local
             models); the caller then sends batches instead of concurrent single calls.
         target: what follows ``:`` in the spec (model name, hub id or path).
@@ -289,6 +290,9 @@ class Backend(ABC):
     description: ClassVar[str] = ""
     native_batching: ClassVar[bool] = False
     needs_target: ClassVar[bool] = True
+    #: ``False`` for backends that answer no free-form prompt (the rules baseline): ``backends ping`` then sends
+    #: nothing and reports the backend as available offline.
+    answers_prompts: ClassVar[bool] = True
 
     #: the ``box_format`` option given at creation (see :mod:`echo_builder.backends.boxes`); ``None``: by model name
     box_format_option: str | None = None

@@ -52,6 +52,7 @@ class RulesBackend(Backend):
     name = "rules"
     description = "offline deterministic baseline for the curation stages (no model)"
     needs_target = False
+    answers_prompts = False
 
     def __init__(self, target: str = "", **options: Any) -> None:
         if options:

@@ -20,16 +20,20 @@ def backends() -> None:
 
 @backends.command("list")
 def backends_list() -> None:
-    """Show every registered backend and the extra that provides it."""
+    """Show every registered backend (built-in or plugin), where it comes from and the extra that provides it."""
     from echo_builder.backends import list_backends
 
-    rows = [(b.name, b.extra or "core", b.description) for b in list_backends()]
-    width = max(len(r[0]) for r in rows)
-    extra_width = max(len(r[1]) for r in rows)
-    click.echo(f"{'backend':<{width}}  {'install':<{extra_width}}  description")
-    for name, extra, description in rows:
-        click.echo(f"{name:<{width}}  {extra:<{extra_width}}  {description}")
+    rows = [(b.name, b.origin, b.extra or "core", b.description) for b in list_backends()]
+    header = ("backend", "origin", "install")
+    widths = [max([len(header[i]), *(len(r[i]) for r in rows)]) for i in range(3)]
+    for row in (header, *rows):
+        click.echo(
+            "  ".join(f"{row[i]:<{widths[i]}}" for i in range(3))
+            + "  "
+            + (row[3] if row is not header else "description")
+        )
     click.echo("\nSpecs look like 'openai:gpt-4o', 'transformers:Qwen/Qwen2.5-VL-7B-Instruct' or 'rules'.")
+    click.echo("Plugin backends and plugins that failed to load: echo-bench plugins.")
 
 
 @backends.command("ping")
@@ -57,7 +61,9 @@ def backends_ping(spec: str, base_url: str | None, options: tuple[str, ...], tim
     if base_url:
         opts["base_url"] = base_url
     backend = create_backend(spec, **opts)
-    if not backend.needs_target:  # the rules baseline runs locally and answers no prompts: nothing to reach
+    if (
+        not backend.answers_prompts
+    ):  # the rules baseline runs locally and answers no prompts: nothing to reach
         click.echo(f"{backend.backend_id}: offline baseline, always available (no model to ping)")
         return
     caller = ModelCaller(

@@ -7,7 +7,14 @@ from typing import Any
 
 import click
 
-from echo_builder.commands.options import MAX_CONCURRENCY, Number, call_limit_options, parse_options
+from echo_builder.commands.options import (
+    MAX_CONCURRENCY,
+    Number,
+    RegistryChoice,
+    RegistryHelpOption,
+    call_limit_options,
+    parse_options,
+)
 from echo_builder.secrets import protect_logging, redact, register_secret
 
 __all__ = ["build", "publish"]
@@ -20,9 +27,12 @@ __all__ = ["build", "publish"]
 )
 @click.option(
     "--backend",
+    cls=RegistryHelpOption,
+    registry_kind="backend",
     default="rules",
     show_default=True,
-    help="rules (no model) or an LLM spec such as openai:gpt-4o for relevance and extraction.",
+    help="rules (no model) or an LLM spec <backend>:<model> such as openai:gpt-4o for relevance and extraction. "
+    "Backends: {names}.",
 )
 @click.option("--base-url", help="Server URL for an openai: backend.")
 @click.option(
@@ -41,8 +51,8 @@ __all__ = ["build", "publish"]
 @click.option(
     "--format",
     "source_format",
-    type=click.Choice(["x_api", "x_graphql", "reddit", "bluesky", "collection", "jsonl"]),
-    help="Force a source format instead of auto-detection.",
+    type=RegistryChoice("source"),
+    help="Force a source format instead of auto-detection (plugin formats included; see 'echo-bench plugins').",
 )
 @click.option(
     "--threshold",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from echo_builder.commands.options import MAX_LIMIT, MAX_SEED, Number, parse_options
+from echo_builder.commands.options import MAX_LIMIT, MAX_SEED, Number, RegistryHelpOption, parse_options
 
 __all__ = ["generate"]
 
@@ -20,10 +20,13 @@ _SHOWN_FAILURES = 5
 @click.option(
     "--model",
     "model_spec",
+    cls=RegistryHelpOption,
+    registry_kind="generator",
     required=True,
     metavar="SPEC",
-    help="Generator: diffusers:<hub id or folder>, openai-images:<model> (e.g. gpt-image-1), or "
-    "command:'<command line>' (your program reads a JSON request on stdin, writes a PNG).",
+    help="Generator spec <generator>:<target>, generators: {names}. E.g. diffusers:<hub id or folder>, "
+    "openai-images:<model> (e.g. gpt-image-1), or command:'<command line>' (your program reads a JSON request on "
+    "stdin, writes a PNG).",
 )
 @click.option(
     "--name",

@@ -23,9 +23,12 @@ __all__ = [
     "MAX_SEED",
     "MAX_TIMEOUT_S",
     "Number",
+    "RegistryChoice",
+    "RegistryHelpOption",
     "backend_options",
     "call_limit_options",
     "parse_options",
+    "registry_names",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -174,3 +177,57 @@ def call_limit_options(function: F) -> F:
         type=Number(float, 0, MAX_TIMEOUT_S, low_open=True, unit="seconds"),
         help=f"Seconds per model-call attempt, in (0, {MAX_TIMEOUT_S:g}].",
     )(function)
+
+
+def registry_names(kind: str) -> list[str]:
+    """The names registered for ``kind`` (``"source"``, ``"backend"``, ``"generator"``, ...), plugins included,
+    in declaration order (built-ins first); ``[]`` for a kind this version does not have."""
+    from echo_builder.registry import all_registries
+
+    registry = all_registries().get(kind)
+    return registry.names() if registry is not None else []
+
+
+class RegistryChoice(click.ParamType):
+    """One of the names registered for a kind (plugins included), read from the registry when an argument is
+    checked or ``--help`` is shown, never when the CLI is imported.
+
+    An unknown name is refused while the command line is parsed: one ``error:`` line naming the option, the
+    value and the registered names (exit 2 like click's own choices).
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.name = kind
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "[" + "|".join(registry_names(self.kind)) + "]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        names = registry_names(self.kind)
+        if isinstance(value, str) and value in names:
+            return value
+        what = "source format" if self.kind == "source" else self.kind
+        self.fail(f"{value!r} is not a registered {what}; choose from {', '.join(names)}", param, ctx)
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(n) for n in registry_names(self.kind) if n.startswith(incomplete)]
+
+
+class RegistryHelpOption(click.Option):
+    """A ``click.Option`` whose help text names the registered entries of a kind, read only when ``--help`` is
+    shown: ``help`` may hold ``{names}``, replaced by the registered names (plugins included)."""
+
+    def __init__(self, *args: Any, registry_kind: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.registry_kind = registry_kind
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        template = self.help or ""
+        try:
+            self.help = template.replace("{names}", ", ".join(registry_names(self.registry_kind)))
+            return super().get_help_record(ctx)
+        finally:
+            self.help = template

@@ -1,0 +1,371 @@
+"""Third-party sources, backends and generators through entry points (issue 15), and ``echo-bench plugins``.
+
+A fake installed distribution is written into a temporary folder put on ``sys.path``: ``myplugin-0.1.dist-info``
+with ``METADATA`` and ``entry_points.txt`` next to the plugin's package, exactly what ``pip install`` leaves in
+``site-packages``, so :mod:`importlib.metadata` finds it as it would a real install. Nothing of echo-bench is
+edited. The same folder on ``PYTHONPATH`` makes the plugin visible to ``echo-bench`` run as a subprocess.
+
+Besides the working plugins, the distribution declares broken ones: a module that does not exist, an object of
+the wrong type, a name taken by a built-in, an abstract backend, an adapter whose detection raises. Each is
+reported (``plugin_problems()``, ``echo-bench plugins``) and left out; nothing else stops working.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from echo_builder import registry
+from echo_builder.backends import create_backend, list_backends, parse_spec
+from echo_builder.cli import cli
+from echo_builder.errors import ConfigError
+from echo_builder.generate import GenerationRequest, create_generator, list_generators
+from echo_builder.sources import detect_format, get_source, list_sources, read_posts, registered_sources
+from tests.conftest import REPO_ROOT
+
+BUILTIN_SOURCES = ["jsonl", "x_api", "x_graphql", "reddit", "bluesky", "collection"]
+
+PLUGIN_CODE = '''
+"""A throwaway echo-bench plugin: a source format, a backend, a generator, and broken declarations."""
+
+from PIL import Image
+
+from echo_builder.backends import Backend, Reply
+from echo_builder.generate import GenerationResult, Generator
+from echo_builder.records import Post
+from echo_builder.sources import SourceAdapter
+
+
+class MastodonSource(SourceAdapter):
+    name = "mastodon"
+    description = "Mastodon statuses export ({'mastodon_statuses': [...]})"
+
+    def sniff(self, value):
+        return isinstance(value, dict) and "mastodon_statuses" in value
+
+    def parse_document(self, document, ctx):
+        for status in document.value["mastodon_statuses"]:
+            yield Post(id=f"web:{status['id']}", platform="web", text=status["content"])
+
+
+class GreedySource(SourceAdapter):
+    """Claims every JSON value: detected only for what no built-in claims."""
+
+    name = "wildcard"
+    description = "claims anything"
+
+    def sniff(self, value):
+        return True
+
+    def parse_document(self, document, ctx):
+        yield Post(id="web:wildcard", platform="web", text="wildcard")
+
+
+class ExplodingSniff(SourceAdapter):
+    name = "exploding"
+    description = "detection raises"
+
+    def sniff(self, value):
+        raise RuntimeError("sniff bug")
+
+    def parse_document(self, document, ctx):
+        return iter(())
+
+
+class EchoBackend(Backend):
+    name = "echoback"
+    description = "answers locally: pong"
+    needs_target = True
+
+    async def agenerate(self, messages, params):
+        return Reply(text="pong", backend_id=self.backend_id, model_snapshot="echoback-1")
+
+
+class AbstractBackend(Backend):
+    name = "abstractback"
+
+
+class ClashBackend(EchoBackend):
+    name = "openai"
+
+
+class SolidGenerator(Generator):
+    name = "solid"
+    description = "one flat colour per image"
+
+    def generate_batch(self, requests):
+        return [GenerationResult("ok", Image.new("RGB", (8, 8), self.target)) for _ in requests]
+
+
+NOT_A_CLASS = 42
+'''
+
+ENTRY_POINTS = """
+[echo_bench.sources]
+mastodon = myplugin:MastodonSource
+wildcard = myplugin:GreedySource
+exploding = myplugin:ExplodingSniff
+notasource = myplugin:NOT_A_CLASS
+jsonl = myplugin:MastodonSource
+
+[echo_bench.backends]
+echoback = myplugin:EchoBackend
+abstractback = myplugin:AbstractBackend
+openai = myplugin:ClashBackend
+misnamed = myplugin:EchoBackend
+
+[echo_bench.generators]
+solid = myplugin:SolidGenerator
+broken = myplugin_missing_module:Gen
+"""
+
+MASTODON = {"mastodon_statuses": [{"id": "7", "content": "a red fox in the snow"}]}
+
+
+def _write_distribution(site: Path) -> Path:
+    """``site/myplugin-0.1.dist-info`` + ``site/myplugin/__init__.py``, as pip would install them."""
+    dist = site / "myplugin-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: myplugin\nVersion: 0.1\n", encoding="utf-8")
+    (dist / "entry_points.txt").write_text(ENTRY_POINTS, encoding="utf-8")
+    package = site / "myplugin"
+    package.mkdir()
+    (package / "__init__.py").write_text(textwrap.dedent(PLUGIN_CODE), encoding="utf-8")
+    return site
+
+
+@pytest.fixture
+def plugin_site(tmp_path, monkeypatch):
+    """The fake distribution on ``sys.path`` with every registry's plugins reloaded; undone afterwards."""
+    site = _write_distribution(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(site))
+    registry.reload_plugins()
+    yield site
+    monkeypatch.undo()
+    for name in [m for m in sys.modules if m == "myplugin" or m.startswith("myplugin.")]:
+        del sys.modules[name]
+    registry.reload_plugins()
+
+
+def _problems() -> dict[str, str]:
+    return {f"{p.group}:{p.name}": p.reason for p in registry.plugin_problems()}
+
+
+def _echo_bench(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO_ROOT)])}
+    return subprocess.run(
+        [sys.executable, "-m", "echo_builder.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+# ----------------------------------------------------------------------------------------------- sources
+
+
+def test_plugin_source_is_detected_after_the_builtins_and_can_be_forced(plugin_site, tmp_path):
+    names = [a.name for a in registered_sources()]
+    assert names[:6] == BUILTIN_SOURCES  # the built-ins keep their detection order, plugins come after
+    assert names[6:] == ["exploding", "mastodon", "wildcard"]
+    info = {s.name: s for s in list_sources()}
+    assert info["mastodon"].origin == "myplugin 0.1" and info["x_api"].origin == "built-in"
+    assert info["mastodon"].reads_folders is False
+
+    toots = tmp_path / "toots.json"
+    toots.write_text(json.dumps(MASTODON), encoding="utf-8")
+    x_file = tmp_path / "x.json"
+    x_file.write_text(
+        json.dumps({"data": [{"id": "1", "text": "hi", "author_id": "9"}], "includes": {}}), encoding="utf-8"
+    )
+    assert detect_format(toots) == "mastodon"
+    assert detect_format(x_file) == "x_api"  # the wildcard plugin claims only what no built-in claims
+    report = read_posts([toots, x_file])
+    assert [p.id for p in report.posts] == ["web:7", "x:1"]
+    assert [f.format for f in report.files] == ["mastodon", "x_api"]
+    assert [p.text for p in read_posts(toots, format="mastodon").posts] == ["a red fox in the snow"]
+    assert get_source("mastodon").description.startswith("Mastodon statuses")
+
+
+def test_a_plugin_whose_detection_raises_is_passed_over(plugin_site, tmp_path):
+    odd = tmp_path / "odd.json"
+    odd.write_text('{"something": "else"}', encoding="utf-8")
+    # "exploding" is asked before "wildcard" and raises: wildcard still claims the file, nothing is lost
+    assert detect_format(odd) == "wildcard"
+    assert [p.id for p in read_posts(odd).posts] == ["web:wildcard"]
+
+
+def test_broken_plugins_are_reported_and_the_rest_works(plugin_site):
+    problems = _problems()
+    assert "not loaded" in str(next(p for p in registry.plugin_problems() if p.name == "notasource"))
+    assert problems["echo_bench.sources:notasource"].startswith(
+        "ConfigError: expected a subclass of echo_builder.sources.SourceAdapter, got int 42"
+    )
+    assert "taken by echo-bench's built-in source" in problems["echo_bench.sources:jsonl"]
+    assert "taken by echo-bench's built-in backend" in problems["echo_bench.backends:openai"]
+    assert "is abstract (does not implement agenerate)" in problems["echo_bench.backends:abstractback"]
+    assert "set it to the entry point's name 'misnamed'" in problems["echo_bench.backends:misnamed"]
+    assert problems["echo_bench.generators:broken"].startswith("ModuleNotFoundError")
+    assert len(problems) == 6
+    # the built-ins are untouched by the clashing plugins
+    assert get_source("jsonl").__class__.__name__ == "JsonlSource"
+    assert (
+        create_backend("openai:gpt-4o", base_url="http://127.0.0.1:9/v1").__class__.__name__
+        == "OpenAIBackend"
+    )
+    # a broken plugin's name is unknown, and the message says why
+    with pytest.raises(ConfigError, match=r"unknown generator 'broken'.*ModuleNotFoundError"):
+        create_generator("broken:x")
+    with pytest.raises(ConfigError, match=r"unknown source format 'notasource'.*expected a subclass"):
+        get_source("notasource")
+
+
+# ---------------------------------------------------------------------------------------- backends, generators
+
+
+def test_plugin_backend_and_generator_are_created_from_specs(plugin_site):
+    assert parse_spec("echoback:tiny") == ("echoback", "tiny")
+    backend = create_backend("echoback:tiny", temperature=0.5)
+    assert backend.backend_id == "echoback:tiny" and backend.generation_overrides == {"temperature": 0.5}
+    assert backend.generate([]).text == "pong"
+    with pytest.raises(ConfigError, match="needs a target"):
+        create_backend("echoback")
+    listed = {b.name: b for b in list_backends()}
+    assert listed["echoback"].origin == "myplugin 0.1" and listed["echoback"].needs_target is True
+    assert listed["openai"].origin == "built-in"
+    assert sorted(listed) == ["echoback", "openai", "rules", "transformers"]
+
+    generator = create_generator("solid:red")
+    assert generator.spec == "solid:red"
+    (result,) = generator.generate_batch([GenerationRequest("s1", "a fox")])
+    assert result.status == "ok" and result.image.getpixel((0, 0)) == (255, 0, 0)
+    gens = {g.name: g.origin for g in list_generators()}
+    assert gens == {
+        "command": "built-in",
+        "diffusers": "built-in",
+        "openai-images": "built-in",
+        "solid": "myplugin 0.1",
+    }
+
+
+def test_reload_forgets_an_uninstalled_plugin(plugin_site, monkeypatch):
+    assert "echoback" in [b.name for b in list_backends()]
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(plugin_site)])
+    registry.reload_plugins()
+    assert [b.name for b in list_backends()] == ["openai", "rules", "transformers"]
+    assert [a.name for a in registered_sources()] == BUILTIN_SOURCES
+    assert registry.plugin_problems() == []
+
+
+# ------------------------------------------------------------------------------------------------------ CLI
+
+
+def test_plugins_command_lists_every_kind_and_the_problems(plugin_site):
+    result = CliRunner().invoke(cli, ["plugins", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output[result.output.index("{") :])
+    rows = {(e["kind"], e["name"]): e for e in data["entries"]}
+    assert rows[("source", "mastodon")]["origin"] == "myplugin 0.1"
+    assert rows[("backend", "transformers")]["extra"] == "judge-local"
+    assert rows[("generator", "solid")]["description"] == "one flat colour per image"
+    assert {(p["group"], p["name"]) for p in data["problems"]} == {
+        ("echo_bench.sources", "notasource"),
+        ("echo_bench.sources", "jsonl"),
+        ("echo_bench.backends", "openai"),
+        ("echo_bench.backends", "abstractback"),
+        ("echo_bench.backends", "misnamed"),
+        ("echo_bench.generators", "broken"),
+    }
+    table = CliRunner().invoke(cli, ["plugins", "--kind", "backend"])
+    assert table.exit_code == 0
+    lines = table.output.splitlines()
+    assert lines[0].split() == ["kind", "name", "origin", "install", "description"]
+    assert any(line.split()[:4] == ["backend", "echoback", "myplugin", "0.1"] for line in lines)
+    assert not any(line.startswith("source") for line in lines)
+    assert "problems (3 plugins not loaded):" in table.output  # the backends' only
+
+
+def test_cli_sees_plugins_in_a_fresh_process(plugin_site, tmp_path):
+    listed = _echo_bench(plugin_site, "backends", "list", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    row = next(line for line in listed.stdout.splitlines() if line.startswith("echoback"))
+    assert row.split()[:5] == ["echoback", "myplugin", "0.1", "core", "answers"]
+    assert "plugin 'openai' (echo_bench.backends = myplugin:ClashBackend from myplugin 0.1) not loaded" in (
+        listed.stderr
+    )
+
+    ping = _echo_bench(plugin_site, "backends", "ping", "echoback:tiny", cwd=tmp_path)
+    assert ping.returncode == 0, ping.stderr
+    assert "backend:   echoback:tiny" in ping.stdout
+    assert "snapshot:  echoback-1" in ping.stdout and "reply:     'pong'" in ping.stdout
+
+    helped = _echo_bench(plugin_site, "build", "--help", cwd=tmp_path)
+    assert "[jsonl|x_api|x_graphql|reddit|bluesky|collection|exploding|mastodon|wildcard]" in helped.stdout
+    assert "Backends: openai, transformers, rules, echoback." in " ".join(helped.stdout.split())
+
+
+def test_build_auto_detects_and_forces_a_plugin_source(plugin_site, tmp_path):
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    (exports / "toots.json").write_text(json.dumps(MASTODON), encoding="utf-8")
+    common = ["--target-model", "Lumen-2", "--launch-date", "2025-06-10", "--offline"]
+    for out, extra in (("auto", []), ("forced", ["--format", "mastodon"])):
+        done = _echo_bench(
+            plugin_site, "build", str(exports), "--out", str(tmp_path / out), *common, *extra, cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+        collected = [
+            json.loads(line)
+            for line in (tmp_path / out / "stages" / "collect.jsonl").read_text().splitlines()
+        ]
+        assert [(p["id"], p["text"]) for p in collected] == [("web:7", "a red fox in the snow")]
+    refused = _echo_bench(
+        plugin_site, "build", str(exports), "--out", str(tmp_path / "x"), "--format", "nope", cwd=tmp_path
+    )
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    *warnings, error = refused.stderr.splitlines()
+    assert error.startswith("error: Invalid value for '--format': 'nope' is not a registered source format")
+    assert "collection, exploding, mastodon, wildcard" in error
+    # each broken source plugin is one warning line; only the registry read (sources) loads its plugins
+    assert len(warnings) == 2 and all(
+        w.startswith("WARNING echo_builder.registry: plugin ") for w in warnings
+    )
+
+
+# ------------------------------------------------------------------------------------------ docs and choices
+
+
+def test_without_plugins_the_listings_are_the_builtins():
+    registry.reload_plugins()
+    assert [a.name for a in registered_sources()] == BUILTIN_SOURCES
+    result = CliRunner().invoke(cli, ["plugins"])
+    assert result.exit_code == 0 and result.output.rstrip().endswith("no plugin problems")
+    kinds = {
+        line.split()[0] for line in result.output.splitlines()[1:] if line.strip() and " built-in " in line
+    }
+    assert {"source", "backend", "generator"} <= kinds
+
+
+@pytest.mark.parametrize(
+    ("doc", "kind"),
+    [("docs/curation.md", "source"), ("docs/backends.md", "backend"), ("docs/generate.md", "generator")],
+)
+def test_every_builtin_is_in_its_docs_table(doc, kind):
+    """The docs tables list every built-in of the registry (a new built-in without its docs row fails here)."""
+    text = (REPO_ROOT / doc).read_text(encoding="utf-8")
+    table = {
+        line.split("|")[1].strip().strip("`").split(":")[0]
+        for line in text.splitlines()
+        if line.startswith("| `")
+    }
+    builtins = [e.name for e in registry.all_registries()[kind] if e.builtin]
+    assert builtins and set(builtins) <= table, sorted(set(builtins) - table)
