@@ -58,6 +58,7 @@ __all__ = [
     "TextPart",
     "TokenLogprob",
     "Usage",
+    "check_spec",
     "create_backend",
     "image_part",
     "list_backends",
@@ -168,6 +169,19 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return name, target
 
 
+def check_spec(spec: str) -> tuple[str, str]:
+    """:func:`parse_spec` plus the target check, without creating the backend (commands call it before they
+    start, so a wrong spec is refused before anything is read or written).
+
+    Raises :class:`ConfigError` for an empty spec, an unknown backend name, or a backend that needs a target
+    (``openai``, ``transformers``) given none.
+    """
+    name, target = parse_spec(spec)
+    if BACKENDS.entry(name).get_field("needs_target", True) and not target:
+        raise ConfigError(f"backend {name!r} needs a target after ':' (e.g. '{name}:<model>'), got {spec!r}")
+    return name, target
+
+
 def create_backend(spec: str, **options: Any) -> Backend:
     """Create a backend from a spec string and backend-specific options.
 
@@ -181,10 +195,8 @@ def create_backend(spec: str, **options: Any) -> Backend:
         ConfigError: unknown backend, missing target, or invalid options.
         MissingDependencyError: the backend's optional extra is not installed.
     """
-    name, target = parse_spec(spec)
+    name, target = check_spec(spec)
     needs_target = bool(BACKENDS.entry(name).get_field("needs_target", True))
-    if needs_target and not target:
-        raise ConfigError(f"backend {name!r} needs a target after ':' (e.g. '{name}:<model>'), got {spec!r}")
     box_format = options.pop("box_format", None)  # every backend's option; see echo_builder.backends.boxes
     if box_format is not None:
         from echo_builder.backends.boxes import resolve_box_format

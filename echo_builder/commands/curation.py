@@ -151,6 +151,9 @@ def build(
             "name a local mirror with --media-allow HOST[:PORT] or CIDR instead",
             err=True,
         )
+    from echo_builder.backends import check_spec
+
+    check_spec(backend)  # an unknown or incomplete spec is refused before the build starts
     opts = parse_options(options)
     if base_url:
         opts["base_url"] = base_url

@@ -192,8 +192,8 @@ class RegistryChoice(click.ParamType):
     """One of the names registered for a kind (plugins included), read from the registry when an argument is
     checked or ``--help`` is shown, never when the CLI is imported.
 
-    An unknown name is refused while the command line is parsed: one ``error:`` line naming the option, the
-    value and the registered names (exit 2 like click's own choices).
+    An unknown name is refused while the command line is parsed, before anything is read or written: one
+    ``error:`` line naming the option, the value and the registered names (exit 1, like :class:`Number`).
     """
 
     def __init__(self, kind: str) -> None:
@@ -208,7 +208,11 @@ class RegistryChoice(click.ParamType):
         if isinstance(value, str) and value in names:
             return value
         what = "source format" if self.kind == "source" else self.kind
-        self.fail(f"{value!r} is not a registered {what}; choose from {', '.join(names)}", param, ctx)
+        option = max(param.opts, key=len) if param is not None and param.opts else "value"
+        raise click.ClickException(
+            f"{option}: {str(value)!r} is not a registered {what}; choose from {', '.join(names)} "
+            "(plugins: echo-bench plugins)"
+        )
 
     def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
         from click.shell_completion import CompletionItem
