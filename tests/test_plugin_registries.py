@@ -369,3 +369,68 @@ def test_every_builtin_is_in_its_docs_table(doc, kind):
     }
     builtins = [e.name for e in registry.all_registries()[kind] if e.builtin]
     assert builtins and set(builtins) <= table, sorted(set(builtins) - table)
+
+
+# ------------------------------------------------------------------------------------- docs/extending.md examples
+
+
+def _doc_example(section: str) -> str:
+    """The first ```python block of ``section`` in docs/extending.md."""
+    text = (REPO_ROOT / "docs" / "extending.md").read_text(encoding="utf-8")
+    body = text[text.index(f"## {section}\n") :]
+    return body[body.index("```python\n") + len("```python\n") : body.index("\n```\n")]
+
+
+@pytest.fixture
+def doc_module(tmp_path):
+    """Runs a docs example as a module named like its file; its registrations are removed afterwards."""
+    created: list[tuple[str, str]] = []
+
+    def run(section: str, module_name: str, kind: str, name: str) -> dict[str, object]:
+        namespace: dict[str, object] = {"__name__": module_name}
+        exec(compile(_doc_example(section), f"docs/extending.md ({section})", "exec"), namespace)
+        created.append((kind, name))
+        return namespace
+
+    yield run
+    for kind, name in created:
+        registry.all_registries()[kind].remove(name)
+
+
+def test_the_source_example_of_the_docs_reads_statuses(doc_module, tmp_path):
+    doc_module("A source format", "mastodon_source", "source", "mastodon")
+    statuses = [
+        {"uri": "https://m.example/1", "account": {"acct": "ana"}, "content": "a cat, prompt: neon cat",
+         "created_at": "2025-06-11T10:00:00Z", "url": "https://m.example/@ana/1",
+         "media_attachments": [{"url": "https://m.example/1.png", "type": "image"}]},
+        {"uri": "https://m.example/2", "account": "not an object", "content": "broken"},
+    ]  # fmt: skip
+    path = tmp_path / "statuses.json"
+    path.write_text(json.dumps(statuses), encoding="utf-8")
+    assert detect_format(path) == "mastodon"
+    report = read_posts(path)
+    (post,) = report.posts
+    assert (post.id, post.author, post.text) == ("web:https://m.example/1", "ana", "a cat, prompt: neon cat")
+    assert post.media[0].url == "https://m.example/1.png" and post.created_at.year == 2025
+    assert [(p.location, p.level) for p in report.problems] == [("[1]", "error")]
+
+
+def test_the_backend_example_of_the_docs_registers_without_its_dependency(doc_module):
+    doc_module("A backend", "echo_llamacpp", "backend", "llamacpp")
+    backend = create_backend("llamacpp:/models/m.gguf", n_ctx=4096, temperature=0.2)
+    assert backend.backend_id == "llamacpp:/models/m.gguf" and backend.settings() == {
+        "temperature": 0.2,
+        "n_ctx": 4096,
+    }
+    with pytest.raises(ConfigError, match="llamacpp: unknown options"):
+        create_backend("llamacpp:m", gpu="yes")
+
+
+def test_the_generator_example_of_the_docs_makes_images(doc_module):
+    doc_module("A generator", "echo_replicate", "generator", "flat")
+    generator = create_generator("flat:red", size=4)
+    ok, second = generator.generate_batch([GenerationRequest("a", "x"), GenerationRequest("b", "y")])
+    assert ok.status == "ok" and ok.image.size == (4, 4) and ok.image.getpixel((0, 0)) == (255, 0, 0)
+    assert second.status == "ok" and second.image.getpixel((3, 3)) == (255, 0, 0)
+    wrong = create_generator("flat:no-such-colour").generate(GenerationRequest("c", "z"))
+    assert wrong.status == "error" and "no-such-colour" in wrong.message
