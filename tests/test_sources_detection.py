@@ -170,6 +170,52 @@ def test_an_adapter_bug_is_one_problem_and_the_other_files_still_load(tmp_path):
     assert crash.reason == "reading stopped by an unexpected RuntimeError: adapter bug"
 
 
+def test_an_adapter_whose_detection_raises_is_passed_over(tmp_path):
+    """A detection bug (a plugin's ``sniff`` or ``sniff_folder`` raising) is "not this format": the next adapter
+    is asked and every input is still read; it used to stop the file (sniff) or the whole read_posts (folders)."""
+
+    class ExplodingSniff(SourceAdapter):
+        name = "exploding_test"
+
+        def sniff(self, value):
+            raise RuntimeError("sniff bug")
+
+    class ExplodingFolder(SourceAdapter):
+        name = "exploding_folder_test"
+        reads_folders = True
+
+        def sniff_folder(self, folder):
+            raise RuntimeError("sniff_folder bug")
+
+    class Claimer(SourceAdapter):
+        name = "claimer_test"
+
+        def sniff(self, value):
+            return isinstance(value, dict) and "claim_me" in value
+
+        def parse_document(self, document, ctx):
+            yield Post(id=f"web:{document.value['claim_me']}", platform="web")
+
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    (folder / "a.json").write_text('{"claim_me": "a"}', encoding="utf-8")
+    shutil.copy(DATA / "posts.jsonl", folder / "b.jsonl")
+    try:
+        for cls in (ExplodingSniff, ExplodingFolder, Claimer):
+            register_source(cls)
+        assert detect_format(folder / "a.json") == "claimer_test"
+        report = read_posts(folder)
+    finally:
+        for name in ("exploding_test", "exploding_folder_test", "claimer_test"):
+            sources_base.SOURCES.remove(name)
+    alone = read_posts(DATA / "posts.jsonl")
+    assert [p.id for p in report.posts] == ["web:a", *(p.id for p in alone.posts)]
+    assert [(f.format, f.errors) for f in report.files] == [
+        ("claimer_test", 0),
+        ("jsonl", len(alone.problems)),
+    ]
+
+
 def test_importing_sources_pulls_no_heavy_dependency():
     code = (
         "import sys, echo_builder.sources\n"
