@@ -33,7 +33,7 @@ from importlib import metadata
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
-from echo_builder.errors import ConfigError, MissingDependencyError
+from echo_builder.errors import ConfigError, EchoError, MissingDependencyError
 
 __all__ = [
     "ENTRY_POINT_GROUPS",
@@ -282,6 +282,30 @@ class Registry(Generic[T]):
             self._objects[name] = obj  # type: ignore[assignment]
         return obj  # type: ignore[return-value]
 
+    def construct(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """``self.get(name)(*args, **kwargs)``: create an instance of a registered class.
+
+        A plugin's constructor that fails with anything but an echo-bench error or a pydantic ``ValidationError``
+        (its options model) raises :class:`ConfigError` naming the entry, its distribution and the failure, so
+        the CLI shows one ``error:`` line instead of a traceback; built-ins raise as they do.
+        """
+        factory = self.get(name)
+        entry = self._entries[name]
+        try:
+            return factory(*args, **kwargs)  # type: ignore[operator]
+        except EchoError:
+            raise
+        except Exception as exc:
+            from pydantic import (
+                ValidationError,
+            )  # an options model's error: the CLI shows it as invalid options
+
+            if entry.builtin or isinstance(exc, ValidationError):
+                raise
+            raise ConfigError(
+                f"the {self.kind} {name!r} from {entry.origin} failed to start: {type(exc).__name__}: {exc}"
+            ) from exc
+
     def problems(self) -> list[PluginProblem]:
         """The plugins of this kind that could not be used."""
         self._ready()
@@ -300,7 +324,10 @@ class Registry(Generic[T]):
             distribution = f"{dist.name} {dist.version}" if dist is not None else ""
             if point.name in self._entries and self._entries[point.name].origin == BUILT_IN:
                 self._problem(
-                    self.group, point.name, point.value, distribution,
+                    self.group,
+                    point.name,
+                    point.value,
+                    distribution,
                     f"the name is taken by echo-bench's built-in {self.kind}; choose another name",
                 )
                 continue
@@ -313,7 +340,9 @@ class Registry(Generic[T]):
                     )
                 self._add(entry, obj)
             except Exception as exc:  # any failure of third-party code is that plugin's problem only
-                self._problem(self.group, point.name, point.value, distribution, f"{type(exc).__name__}: {exc}")
+                self._problem(
+                    self.group, point.name, point.value, distribution, f"{type(exc).__name__}: {exc}"
+                )
 
     def _adopt_plugin(self, name: str, loaded: Any, origin: str) -> tuple[Entry[T], T]:
         if self._adopt is not None:

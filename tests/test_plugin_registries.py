@@ -88,6 +88,30 @@ class EchoBackend(Backend):
         return Reply(text="pong", backend_id=self.backend_id, model_snapshot="echoback-1")
 
 
+class FaultyBackend(Backend):
+    """Starts only with target "ok"; its replies raise a plain RuntimeError (a bug, not a BackendError)."""
+
+    name = "faulty"
+
+    def __init__(self, target):
+        if target != "ok":
+            raise RuntimeError(f"cannot start with {target}")
+        super().__init__(target)
+
+    async def agenerate(self, messages, params):
+        raise RuntimeError("reply bug")
+
+
+class FaultyGenerator(Generator):
+    name = "faultygen"
+
+    def __init__(self, target, **options):
+        raise KeyError("weights")
+
+    def generate_batch(self, requests):
+        return []
+
+
 class AbstractBackend(Backend):
     name = "abstractback"
 
@@ -117,12 +141,14 @@ jsonl = myplugin:MastodonSource
 
 [echo_bench.backends]
 echoback = myplugin:EchoBackend
+faulty = myplugin:FaultyBackend
 abstractback = myplugin:AbstractBackend
 openai = myplugin:ClashBackend
 misnamed = myplugin:EchoBackend
 
 [echo_bench.generators]
 solid = myplugin:SolidGenerator
+faultygen = myplugin:FaultyGenerator
 broken = myplugin_missing_module:Gen
 """
 
@@ -242,7 +268,7 @@ def test_plugin_backend_and_generator_are_created_from_specs(plugin_site):
     listed = {b.name: b for b in list_backends()}
     assert listed["echoback"].origin == "myplugin 0.1" and listed["echoback"].needs_target is True
     assert listed["openai"].origin == "built-in"
-    assert sorted(listed) == ["echoback", "openai", "rules", "transformers"]
+    assert sorted(listed) == ["echoback", "faulty", "openai", "rules", "transformers"]
 
     generator = create_generator("solid:red")
     assert generator.spec == "solid:red"
@@ -253,8 +279,32 @@ def test_plugin_backend_and_generator_are_created_from_specs(plugin_site):
         "command": "built-in",
         "diffusers": "built-in",
         "openai-images": "built-in",
+        "faultygen": "myplugin 0.1",
         "solid": "myplugin 0.1",
     }
+
+
+def test_a_plugin_that_fails_to_start_or_to_answer_is_one_error(plugin_site, tmp_path):
+    with pytest.raises(
+        ConfigError, match=r"the backend 'faulty' from myplugin 0.1 failed to start: RuntimeError"
+    ):
+        create_backend("faulty:bad")
+    with pytest.raises(
+        ConfigError, match=r"generator 'faultygen' from myplugin 0.1 failed to start: KeyError"
+    ):
+        create_generator("faultygen:x")
+    runner = CliRunner()
+    started = runner.invoke(cli, ["backends", "ping", "faulty:bad"])
+    assert started.exit_code == 1 and started.output.startswith(
+        "error: the backend 'faulty' from myplugin 0.1"
+    )
+    answered = runner.invoke(cli, ["backends", "ping", "faulty:ok"])
+    assert answered.exit_code == 1 and "Traceback" not in answered.output
+    assert "faulty:ok: FAILED after" in answered.output
+    assert "the backend raised RuntimeError: reply bug" in answered.output
+    # a built-in's own errors are unchanged (no wrapping): an unknown option of the rules baseline
+    with pytest.raises(ConfigError, match="the rules backend takes no options"):
+        create_backend("rules", colour="red")
 
 
 def test_reload_forgets_an_uninstalled_plugin(plugin_site, monkeypatch):
@@ -310,7 +360,7 @@ def test_cli_sees_plugins_in_a_fresh_process(plugin_site, tmp_path):
 
     helped = _echo_bench(plugin_site, "build", "--help", cwd=tmp_path)
     assert "[jsonl|x_api|x_graphql|reddit|bluesky|collection|exploding|mastodon|wildcard]" in helped.stdout
-    assert "Backends: openai, transformers, rules, echoback." in " ".join(helped.stdout.split())
+    assert "Backends: openai, transformers, rules, echoback, faulty." in " ".join(helped.stdout.split())
 
 
 def test_build_auto_detects_and_forces_a_plugin_source(plugin_site, tmp_path):

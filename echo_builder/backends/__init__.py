@@ -207,7 +207,7 @@ def create_backend(spec: str, **options: Any) -> Backend:
     if needs_target:
         generation = {k: options.pop(k) for k in GENERATION_OPTIONS if k in options}
         overrides = _generation_overrides(spec, generation) if generation else {}
-    backend = BACKENDS.get(name)(target, **options)  # type: ignore[call-arg]
+    backend = BACKENDS.construct(name, target, **options)
     backend.box_format_option = box_format
     backend.generation_overrides = overrides
     return backend

@@ -9,6 +9,7 @@ import time
 import click
 
 from echo_builder.commands.options import MAX_TIMEOUT_S, Number, parse_options
+from echo_builder.errors import EchoError
 
 __all__ = ["backends", "cache"]
 
@@ -73,7 +74,19 @@ def backends_ping(spec: str, base_url: str | None, options: tuple[str, ...], tim
         (user_message("Reply with the single word: pong"),), GenerationParams(max_tokens=8), stage="ping"
     )
     start = time.perf_counter()
-    result = caller.call(request)
+    try:
+        result = caller.call(request)
+    except EchoError:
+        raise
+    except (
+        Exception
+    ) as exc:  # a backend bug (a plugin's, raising outside BackendError): a failed ping, no traceback
+        elapsed = time.perf_counter() - start
+        click.echo(
+            f"{backend.backend_id}: FAILED after {elapsed:.2f} s: the backend raised {type(exc).__name__}: {exc}",
+            err=True,
+        )
+        sys.exit(1)
     elapsed = time.perf_counter() - start
     if result.reply is None:
         click.echo(f"{backend.backend_id}: FAILED after {elapsed:.2f} s: {result.error}", err=True)

@@ -166,7 +166,7 @@ def create_generator(spec: str, **options: Any) -> Generator:
         MissingDependencyError: the generator's optional extra is not installed.
     """
     name, target = parse_generator_spec(spec)
-    return GENERATORS.get(name)(target, **options)
+    return GENERATORS.construct(name, target, **options)
 
 
 def list_generators() -> list[GeneratorInfo]:
