@@ -326,6 +326,8 @@ def test_plugins_command_lists_every_kind_and_the_problems(plugin_site):
     rows = {(e["kind"], e["name"]): e for e in data["entries"]}
     assert rows[("source", "mastodon")]["origin"] == "myplugin 0.1"
     assert rows[("backend", "transformers")]["extra"] == "judge-local"
+    assert rows[("backend", "rules")]["fields"] == {"needs_target": False}
+    assert rows[("source", "collection")]["fields"] == {"reads_folders": True}
     assert rows[("generator", "solid")]["description"] == "one flat colour per image"
     assert {(p["group"], p["name"]) for p in data["problems"]} == {
         ("echo_bench.sources", "notasource"),

@@ -11,6 +11,17 @@ import click
 __all__ = ["plugins"]
 
 
+def _plain(value: Any) -> Any:
+    """``value`` as JSON: scalars, lists and dicts as they are, anything else (a spec object) as its text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple, frozenset, set)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return str(value)
+
+
 def _rows(kinds: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(entries, problems) of the chosen kinds (all when empty) as JSON-ready dicts, in registry order."""
     from echo_builder.registry import ENTRY_POINT_GROUPS, all_registries
@@ -29,6 +40,7 @@ def _rows(kinds: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, 
                     "extra": entry.extra,
                     "description": entry.description,
                     "target": entry.target,
+                    "fields": {k: _plain(v) for k, v in entry.fields.items()},
                 }
             )
         for problem in registry.problems():
