@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -195,6 +196,8 @@ class Registry(Generic[T]):
                     f"a {self.kind} named {entry.name!r} is already registered "
                     f"({existing.target or existing.origin}); choose another name"
                 )
+            if existing is not None and existing.origin != entry.origin:
+                del self._entries[entry.name]  # adopted as a plugin: listed among the plugins, by name
             self._entries[entry.name] = entry
             if obj is not None:
                 self._objects[entry.name] = obj
@@ -296,9 +299,8 @@ class Registry(Generic[T]):
         except EchoError:
             raise
         except Exception as exc:
-            from pydantic import (
-                ValidationError,
-            )  # an options model's error: the CLI shows it as invalid options
+            # an options model's error stays as it is: the CLI shows it as an invalid option
+            from pydantic import ValidationError
 
             if entry.builtin or isinstance(exc, ValidationError):
                 raise
@@ -322,7 +324,12 @@ class Registry(Generic[T]):
         for point in points:
             dist = getattr(point, "dist", None)
             distribution = f"{dist.name} {dist.version}" if dist is not None else ""
-            if point.name in self._entries and self._entries[point.name].origin == BUILT_IN:
+            existing = self._entries.get(point.name)
+            if (
+                existing is not None
+                and existing.origin == BUILT_IN
+                and not self._same_object(existing, point)
+            ):
                 self._problem(
                     self.group,
                     point.name,
@@ -343,6 +350,23 @@ class Registry(Generic[T]):
                 self._problem(
                     self.group, point.name, point.value, distribution, f"{type(exc).__name__}: {exc}"
                 )
+
+    def _same_object(self, existing: Entry[T], point: Any) -> bool:
+        """Whether an entry point names the very object already registered under its name: a plugin class that
+        also carries its kind's ``register_*`` decorator, registered when another entry point of the same
+        distribution imported the module first. That is the plugin itself, not a clash with a built-in."""
+        if existing.target.startswith("echo_builder."):  # echo-bench's own: never taken over by a plugin
+            return False
+        if existing.target == point.value:
+            return True
+        module_name = point.value.partition(":")[0].strip()
+        if not existing.target or module_name not in sys.modules:  # a clash is decided without importing it
+            return False
+        try:
+            loaded = point.load()
+        except Exception:
+            return False
+        return existing.target == f"{getattr(loaded, '__module__', '')}:{getattr(loaded, '__qualname__', '')}"
 
     def _adopt_plugin(self, name: str, loaded: Any, origin: str) -> tuple[Entry[T], T]:
         if self._adopt is not None:

@@ -40,9 +40,10 @@ from PIL import Image
 from echo_builder.backends import Backend, Reply
 from echo_builder.generate import GenerationResult, Generator
 from echo_builder.records import Post
-from echo_builder.sources import SourceAdapter
+from echo_builder.sources import SourceAdapter, register_source
 
 
+@register_source  # the decorator too: the entry point must still see its own class, not a clash
 class MastodonSource(SourceAdapter):
     name = "mastodon"
     description = "Mastodon statuses export ({'mastodon_statuses': [...]})"
@@ -138,6 +139,7 @@ wildcard = myplugin:GreedySource
 exploding = myplugin:ExplodingSniff
 notasource = myplugin:NOT_A_CLASS
 jsonl = myplugin:MastodonSource
+x_api = echo_builder.sources.jsonl:JsonlSource
 
 [echo_bench.backends]
 echoback = myplugin:EchoBackend
@@ -178,6 +180,10 @@ def plugin_site(tmp_path, monkeypatch):
     for name in [m for m in sys.modules if m == "myplugin" or m.startswith("myplugin.")]:
         del sys.modules[name]
     registry.reload_plugins()
+    for kind_registry in registry.all_registries().values():  # classes its decorator registered in-process
+        for entry in kind_registry.entries():
+            if entry.target.startswith("myplugin:"):
+                kind_registry.remove(entry.name)
 
 
 def _problems() -> dict[str, str]:
@@ -241,7 +247,10 @@ def test_broken_plugins_are_reported_and_the_rest_works(plugin_site):
     assert "is abstract (does not implement agenerate)" in problems["echo_bench.backends:abstractback"]
     assert "set it to the entry point's name 'misnamed'" in problems["echo_bench.backends:misnamed"]
     assert problems["echo_bench.generators:broken"].startswith("ModuleNotFoundError")
-    assert len(problems) == 6
+    assert (
+        "taken by echo-bench's built-in source" in problems["echo_bench.sources:x_api"]
+    )  # even pointing at one
+    assert len(problems) == 7
     # the built-ins are untouched by the clashing plugins
     assert get_source("jsonl").__class__.__name__ == "JsonlSource"
     assert (
@@ -312,7 +321,11 @@ def test_reload_forgets_an_uninstalled_plugin(plugin_site, monkeypatch):
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(plugin_site)])
     registry.reload_plugins()
     assert [b.name for b in list_backends()] == ["openai", "rules", "transformers"]
-    assert [a.name for a in registered_sources()] == BUILTIN_SOURCES
+    # the module stays imported in this process: the class its @register_source decorator registered stays too,
+    # as any class registered in-process does; its entry point (and origin) is gone
+    assert [(s.name, s.origin) for s in list_sources() if s.name not in BUILTIN_SOURCES] == [
+        ("mastodon", "built-in")
+    ]
     assert registry.plugin_problems() == []
 
 
@@ -332,6 +345,7 @@ def test_plugins_command_lists_every_kind_and_the_problems(plugin_site):
     assert {(p["group"], p["name"]) for p in data["problems"]} == {
         ("echo_bench.sources", "notasource"),
         ("echo_bench.sources", "jsonl"),
+        ("echo_bench.sources", "x_api"),
         ("echo_bench.backends", "openai"),
         ("echo_bench.backends", "abstractback"),
         ("echo_bench.backends", "misnamed"),
@@ -388,7 +402,7 @@ def test_build_auto_detects_and_forces_a_plugin_source(plugin_site, tmp_path):
     assert error.startswith("error: --format: 'nope' is not a registered source format; choose from jsonl")
     assert "collection, exploding, mastodon, wildcard" in error
     # each broken source plugin is one warning line; only the registry read (sources) loads its plugins
-    assert len(warnings) == 2 and all(
+    assert len(warnings) == 3 and all(
         w.startswith("WARNING echo_builder.registry: plugin ") for w in warnings
     )
 
