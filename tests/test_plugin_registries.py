@@ -400,7 +400,22 @@ def test_build_auto_detects_and_forces_a_plugin_source(plugin_site, tmp_path):
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     *warnings, error = refused.stderr.splitlines()
     assert error.startswith("error: --format: 'nope' is not a registered source format; choose from jsonl")
-    assert "collection, exploding, mastodon, wildcard" in error
+    assert "collection, exploding, mastodon, wildcard (plugins: echo-bench plugins)" in error
+    broken = _echo_bench(
+        plugin_site,
+        "build",
+        str(exports),
+        "--out",
+        str(tmp_path / "y"),
+        "--format",
+        "notasource",
+        cwd=tmp_path,
+    )
+    assert broken.returncode == 1 and broken.stderr.splitlines()[-1].endswith(
+        "; plugin 'notasource' (echo_bench.sources = myplugin:NOT_A_CLASS from myplugin 0.1) not loaded: "
+        "ConfigError: expected a subclass of echo_builder.sources.SourceAdapter, got int 42"
+    )
+    assert not (tmp_path / "y").exists()
     # each broken source plugin is one warning line; only the registry read (sources) loads its plugins
     assert len(warnings) == 3 and all(
         w.startswith("WARNING echo_builder.registry: plugin ") for w in warnings

@@ -207,11 +207,15 @@ class RegistryChoice(click.ParamType):
         names = registry_names(self.kind)
         if isinstance(value, str) and value in names:
             return value
+        from echo_builder.registry import all_registries
+
         what = "source format" if self.kind == "source" else self.kind
         option = max(param.opts, key=len) if param is not None and param.opts else "value"
+        registry = all_registries().get(self.kind)
+        broken = [p for p in (registry.problems() if registry is not None else []) if p.name == value]
+        why = f"; {broken[0]}" if broken else " (plugins: echo-bench plugins)"
         raise click.ClickException(
-            f"{option}: {str(value)!r} is not a registered {what}; choose from {', '.join(names)} "
-            "(plugins: echo-bench plugins)"
+            f"{option}: {str(value)!r} is not a registered {what}; choose from {', '.join(names)}{why}"
         )
 
     def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
