@@ -622,7 +622,7 @@ def read_posts(
     Args:
         paths: one path or several; each a file or a folder (see the module docstring). Order is kept.
         format: a registered source name (``x_api``, ``x_graphql``, ``reddit``, ``bluesky``, ``collection``,
-            ``jsonl``) to use for every input instead of auto-detection.
+            ``jsonl`` or a plugin's) to use for every input instead of auto-detection.
         keep_raw: store each source object in ``Post.raw`` (``False`` saves memory).
 
     Returns:
