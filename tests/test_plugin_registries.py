@@ -147,6 +147,7 @@ faulty = myplugin:FaultyBackend
 abstractback = myplugin:AbstractBackend
 openai = myplugin:ClashBackend
 misnamed = myplugin:EchoBackend
+echo:back = myplugin:EchoBackend
 
 [echo_bench.generators]
 solid = myplugin:SolidGenerator
@@ -250,7 +251,8 @@ def test_broken_plugins_are_reported_and_the_rest_works(plugin_site):
     assert (
         "taken by echo-bench's built-in source" in problems["echo_bench.sources:x_api"]
     )  # even pointing at one
-    assert len(problems) == 7
+    assert "cannot be a backend name: a spec is <name>:<target>" in problems["echo_bench.backends:echo:back"]
+    assert len(problems) == 8
     # the built-ins are untouched by the clashing plugins
     assert get_source("jsonl").__class__.__name__ == "JsonlSource"
     assert (
@@ -349,6 +351,7 @@ def test_plugins_command_lists_every_kind_and_the_problems(plugin_site):
         ("echo_bench.backends", "openai"),
         ("echo_bench.backends", "abstractback"),
         ("echo_bench.backends", "misnamed"),
+        ("echo_bench.backends", "echo:back"),
         ("echo_bench.generators", "broken"),
     }
     table = CliRunner().invoke(cli, ["plugins", "--kind", "backend"])
@@ -357,7 +360,7 @@ def test_plugins_command_lists_every_kind_and_the_problems(plugin_site):
     assert lines[0].split() == ["kind", "name", "origin", "install", "description"]
     assert any(line.split()[:4] == ["backend", "echoback", "myplugin", "0.1"] for line in lines)
     assert not any(line.startswith("source") for line in lines)
-    assert "problems (3 plugins not loaded):" in table.output  # the backends' only
+    assert "problems (4 plugins not loaded):" in table.output  # the backends' only
 
 
 def test_cli_sees_plugins_in_a_fresh_process(plugin_site, tmp_path):

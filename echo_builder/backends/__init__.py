@@ -90,6 +90,10 @@ def _adopt(name: str, loaded: Any, origin: str) -> tuple[Entry[type[Backend]], t
     if inspect.isabstract(loaded):
         missing = ", ".join(sorted(getattr(loaded, "__abstractmethods__", ())))
         raise ConfigError(f"{loaded.__qualname__} is abstract (does not implement {missing})")
+    if not name or ":" in name or any(c.isspace() for c in name):
+        raise ConfigError(
+            f"{name!r} cannot be a backend name: a spec is <name>:<target>, so no ':' or spaces"
+        )
     if loaded.name != name:
         raise ConfigError(
             f"{loaded.__qualname__}.name is {loaded.name!r}; set it to the entry point's name {name!r}"

@@ -24,7 +24,7 @@ def backends_list() -> None:
     """Show every registered backend (built-in or plugin), where it comes from and the extra that provides it."""
     from echo_builder.backends import list_backends
 
-    rows = [(b.name, b.origin, b.extra or "core", b.description) for b in list_backends()]
+    rows = [(b.name, b.origin, b.extra or "core", " ".join(b.description.split())) for b in list_backends()]
     header = ("backend", "origin", "install")
     widths = [max([len(header[i]), *(len(r[i]) for r in rows)]) for i in range(3)]
     for row in (header, *rows):

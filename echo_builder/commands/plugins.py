@@ -38,7 +38,7 @@ def _rows(kinds: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, 
                     "name": entry.name,
                     "origin": entry.origin,
                     "extra": entry.extra,
-                    "description": entry.description,
+                    "description": " ".join(entry.description.split()),  # one line, whatever a plugin wrote
                     "target": entry.target,
                     "fields": {k: _plain(v) for k, v in entry.fields.items()},
                 }
