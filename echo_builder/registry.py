@@ -300,7 +300,10 @@ class Registry(Generic[T]):
             distribution = f"{dist.name} {dist.version}" if dist is not None else ""
             if point.name in self._entries and self._entries[point.name].origin == BUILT_IN:
                 self._problem(
-                    self.group, point.name, point.value, distribution,
+                    self.group,
+                    point.name,
+                    point.value,
+                    distribution,
                     f"the name is taken by echo-bench's built-in {self.kind}; choose another name",
                 )
                 continue
@@ -313,7 +316,9 @@ class Registry(Generic[T]):
                     )
                 self._add(entry, obj)
             except Exception as exc:  # any failure of third-party code is that plugin's problem only
-                self._problem(self.group, point.name, point.value, distribution, f"{type(exc).__name__}: {exc}")
+                self._problem(
+                    self.group, point.name, point.value, distribution, f"{type(exc).__name__}: {exc}"
+                )
 
     def _adopt_plugin(self, name: str, loaded: Any, origin: str) -> tuple[Entry[T], T]:
         if self._adopt is not None:

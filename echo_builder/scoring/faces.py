@@ -441,8 +441,12 @@ FACE_IDENTITY_METRIC = declare_metric(
         needs_inputs=True,
         extra="faces",
         options=(
-            MetricOption("face_backend", "choice", "dlib", "face_identity backend.", ("dlib", "auraface")),
-            MetricOption("face_model_dir", "path", None, "Folder of the face backend's model files."),
+            MetricOption(
+                "face_backend", "choice", "dlib", "face_identity: the face backend.", ("dlib", "auraface")
+            ),
+            MetricOption(
+                "face_model_dir", "path", None, "face_identity: folder of the face backend's model files."
+            ),
         ),
         description="largest cosine similarity between face embeddings of the inputs and the output",
     ),
