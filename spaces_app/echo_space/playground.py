@@ -1,7 +1,7 @@
 """The Metric playground: ECHO's community-driven metrics on one uploaded (input, output) pair.
 
 Each metric is the package's own function (``echo_builder.scoring``), so the playground shows exactly what
-``echo-bench metrics`` and the ``metrics/<name>`` modules compute. A metric that does not apply, or cannot run in
+``echo-bench metrics`` and the ``echo_builder/metrics/<name>`` modules compute. A metric that does not apply, or cannot run in
 this Space (no DINO weights, no face backend installed, no judge configured), gives NaN with the reason, never 0.
 Direction, range and unit come from :data:`echo_builder.scoring.METRIC_SPECS`.
 """
