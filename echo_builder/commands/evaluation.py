@@ -20,7 +20,7 @@ from echo_builder.commands.options import (
     call_limit_options,
 )
 
-__all__ = ["agreement", "judge", "leaderboard", "metrics"]
+__all__ = ["agreement", "judge", "leaderboard", "metrics", "publish_metrics"]
 
 
 @click.command()
@@ -595,3 +595,47 @@ def agreement(run: str, human: str, fmt: str) -> None:
         if w["reason"] is None
         else f"\nKendall's W among judges: n/a ({w['reason']})"
     )
+
+
+@click.command("publish-metrics")
+@click.option("--org", required=True, help="Hub user or organisation: the Spaces are ORG/<name>.")
+@click.option(
+    "--metric",
+    "names",
+    multiple=True,
+    metavar="NAME",
+    help="Module to publish; repeatable (default: every module, built-in and plugin).",
+)
+@click.option("--private", is_flag=True, help="Create the Spaces as private.")
+@click.option(
+    "--dry-run", is_flag=True, help="Check the modules and list each Space's files; upload nothing."
+)
+@click.option(
+    "--package",
+    metavar="REQUIREMENT",
+    help="Replace the echo-bench line of each requirements.txt (e.g. git+https://... or a wheel URL).",
+)
+@click.option("--token", envvar="HF_TOKEN", help="Hub token (default: $HF_TOKEN or the saved login).")
+def publish_metrics(
+    org: str, names: tuple[str, ...], private: bool, dry_run: bool, package: str | None, token: str | None
+) -> None:
+    """Push each evaluate module as a Hub Space in evaluate's layout (<name>.py, card README.md, app.py,
+    requirements.txt), so that evaluate.load("ORG/<name>") works online."""
+    from echo_builder.metrics.publish import publish_metrics as run_publish
+    from echo_builder.secrets import protect_logging, redact, register_secret
+
+    register_secret(token)
+    protect_logging()
+    results = run_publish(org, names, token=token, private=private, dry_run=dry_run, package=package)
+    failed = []
+    for result in results:
+        if result.dry_run:
+            click.echo(f"would publish {result.name} to {result.url}: {', '.join(result.files)}")
+        elif result.error:
+            failed.append(result)
+            click.echo(f"failed: {result.name}: {redact(result.error)}", err=True)
+        else:
+            click.echo(f"published {result.name} to {result.url} (evaluate.load({result.repo_id!r}))")
+    if failed:
+        names_text = ", ".join(r.name for r in failed)
+        raise click.ClickException(f"{len(failed)} of {len(results)} Spaces failed ({names_text}); see above")
