@@ -584,3 +584,17 @@ def test_the_documented_built_in_metric_declares_and_computes(fresh_registry, tm
     finally:
         METRICS.remove("contrast_shift")
         sys.modules.pop("contrast_example", None)
+
+
+# ----------------------------------------------------------------------------------------------- the demo
+
+
+def test_the_demo_runs_plugin_metrics_and_survives_a_failing_one(broken_plugins, tmp_path):
+    from echo_builder.demo import run_demo
+
+    summary = run_demo(str(tmp_path / "demo"))
+    i2i = summary.metrics["image_to_image"]
+    assert {"color_shift", "brightness_shift"} <= set(i2i["lumen-2"])
+    assert i2i["lumen-2"]["brightness_shift"]["higher_is_better"] is False
+    assert "RuntimeError: plugin bug" in summary.skipped_metrics["raises"]
+    assert "returned 1 values" in summary.skipped_metrics["wrong_length"]

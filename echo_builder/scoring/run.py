@@ -198,13 +198,18 @@ def run_metrics(
     metrics: Sequence[str] = (),
     options: dict[str, Any] | None = None,
     table_format: Literal["parquet", "csv"] = "parquet",
+    optional_metrics: Sequence[str] = (),
 ) -> MetricsRunResult:
     """Compute the metrics for every model and write the rows, the summary and the color swatches.
 
     Args:
-        metrics: metric names; empty means all four (text rendering only when a judge is configured).
-        options: ``dino_weights`` (path or ``random:<seed>``), ``structure_reduction``, ``face_backend``,
-            ``face_options``, ``judges``, ``judge_options``, ``cache_dir``, ``judge_prompt`` (a
+        metrics: metric names of the metric registry; empty means every registered metric that can run (those
+            that need a judge only when one is configured). A named metric that cannot run is an error.
+        optional_metrics: more metrics to compute when they can; one that cannot run (or fails) is recorded in
+            ``unavailable`` instead of stopping the run (the demo runs plugin metrics this way).
+        options: each metric's declared options by name (``dino_weights`` (path or ``random:<seed>``),
+            ``structure_reduction``, ``face_backend``, ``face_model_dir``, a plugin's own; ``None`` = the declared
+            default), ``face_options``, ``judges``, ``judge_options``, ``cache_dir``, ``judge_prompt`` (a
             :class:`~echo_builder.judge.prompts.JudgePrompt` for ``text_rendering``).
 
     Returns:
@@ -254,11 +259,17 @@ def run_metrics(
     mark_output(out, "metrics")
     rows: list[dict[str, Any]] = []
     unavailable: dict[str, str] = {}
+    optional = [m for m in optional_metrics if m not in names]
+    for name in optional:
+        if name not in METRICS:
+            raise ConfigError(METRICS.unknown_message(name))
+    names += optional
     for name in names:
+        strict = explicit and name not in optional
         try:
             function = _metric_function(name, options)
         except EchoError as exc:
-            if explicit:
+            if strict:
                 raise
             unavailable[name] = str(exc)
             continue
@@ -266,7 +277,7 @@ def run_metrics(
             try:
                 rows.extend(_rows_for(name, function, model, samples, files, failures.get(model)))
             except (EchoError, ImportError) as exc:
-                if explicit:
+                if strict:
                     raise
                 unavailable[name] = str(exc)
                 # the result's `unavailable` carries it (`echo-bench metrics` prints it once, as "not computed")
