@@ -598,3 +598,47 @@ def test_the_demo_runs_plugin_metrics_and_survives_a_failing_one(broken_plugins,
     assert i2i["lumen-2"]["brightness_shift"]["higher_is_better"] is False
     assert "RuntimeError: plugin bug" in summary.skipped_metrics["raises"]
     assert "returned 1 values" in summary.skipped_metrics["wrong_length"]
+
+
+# ---------------------------------------------------------------------------------- applicability flags
+
+
+def test_built_in_flags_are_the_datasets_flag_columns_everywhere():
+    from datasets import Value
+
+    from echo_builder.records import ApplicabilityFlags
+    from echo_builder.stages.tier import rules_applicability  # noqa: F401  (the stage that sets them)
+    from echo_dataset.features import APPLICABILITY_FLAGS, echo_features
+
+    assert tuple(ApplicabilityFlags.model_fields) == APPLICABILITY_FLAGS
+    assert set(applicability_flags()) == set(APPLICABILITY_FLAGS)
+    features = echo_features()
+    assert all(features[flag] == Value("bool") for flag in APPLICABILITY_FLAGS)
+
+
+def test_a_plugin_metrics_flag_is_read_from_the_benchmark_column_of_that_name(fresh_registry, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    METRICS.add(
+        Entry("flagged_probe", "", "probe", None, "in-memory test"),
+        validate_metric(_definition("flagged_probe", applicability_flag="bright_ok", needs_inputs=False)),
+    )
+    bench = make_benchmark(
+        tmp_path / "bench", "image_to_image", [{"id": s, "prompt": "p"} for s in ("yes", "no", "unknown")]
+    )
+    (shard,) = (bench / "image_to_image").glob("*.parquet")
+    table = pq.read_table(shard)
+    pq.write_table(table.append_column("bright_ok", pa.array([True, False, None], pa.bool_())), shard)
+    outputs = make_outputs(
+        tmp_path / "outputs", {"m": {s: Image.new("RGB", (4, 4)) for s in ("yes", "no", "unknown")}}
+    )
+    from echo_builder.scoring.run import run_metrics
+
+    result = run_metrics(
+        bench, "image_to_image", outputs, tmp_path / "r", metrics=["flagged_probe"], table_format="csv"
+    )
+    by_id = {row["sample_id"]: row for row in result.rows}
+    assert by_id["yes"]["value"] == 1.0 and by_id["unknown"]["value"] == 1.0
+    assert math.isnan(by_id["no"]["value"])
+    assert by_id["no"]["nan_reason"] == "not applicable: the sample's bright_ok flag is false"
