@@ -642,3 +642,20 @@ def test_a_plugin_metrics_flag_is_read_from_the_benchmark_column_of_that_name(fr
     assert by_id["yes"]["value"] == 1.0 and by_id["unknown"]["value"] == 1.0
     assert math.isnan(by_id["no"]["value"])
     assert by_id["no"]["nan_reason"] == "not applicable: the sample's bright_ok flag is false"
+
+
+def test_listing_the_metrics_imports_no_heavy_dependency():
+    import subprocess
+
+    code = (
+        "import sys, echo_builder.metrics as m\n"
+        "from echo_builder.scoring.registry import metric_definitions\n"
+        "names = [d.name for d in metric_definitions()] + m.names()\n"
+        "heavy = [x for x in ('torch', 'timm', 'transformers', 'openai', 'dlib', 'onnxruntime', 'evaluate') "
+        "if x in sys.modules]\n"
+        "print(','.join(heavy))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == ""
