@@ -659,3 +659,27 @@ def test_listing_the_metrics_imports_no_heavy_dependency():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert done.stdout.strip() == ""
+
+
+def _string_factory(inputs, outputs, prompts, options):
+    return MetricResult(np.full(len(outputs), 4.0), [None] * len(outputs))
+
+
+def test_a_factory_declared_by_import_path_is_imported_on_first_use(tmp_path, monkeypatch):
+    definition = validate_metric(_definition(factory="tests.test_metric_registry:_string_factory"))
+    assert definition.load_factory() is _string_factory
+    assert list(definition.load_factory()([[]], ["x"], [""], {}).values) == [4.0]
+    with pytest.raises(ConfigError, match="is not a callable"):
+        validate_metric(_definition(factory="tests.test_metric_registry:GREY")).load_factory()
+    # a missing optional package: the pip line names echo-bench's extra for a built-in, the plugin's own otherwise
+    (tmp_path / "needs_extra.py").write_text("import echo_no_such_dependency\n\ndef f(*a):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    needy = validate_metric(_definition(factory="needs_extra:f", extra="fancy"))
+    from echo_builder.errors import MissingDependencyError
+
+    with pytest.raises(MissingDependencyError, match=re.escape("pip install 'echo-bench[fancy]'")):
+        needy.load_factory()
+    sys.modules.pop("needs_extra", None)
+    with pytest.raises(ConfigError, match=re.escape("pip install 'echo-brightness[fancy]'")):
+        needy.load_factory("echo-brightness 0.1")
+    sys.modules.pop("needs_extra", None)

@@ -140,12 +140,18 @@ class MetricDefinition:
     description: str = ""
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    def load_factory(self) -> MetricFactory:
+    def load_factory(self, origin: str = "built-in") -> MetricFactory:
         """The factory, importing it when declared by path.
 
+        Args:
+            origin: the registry entry's origin (``"built-in"`` or a plugin's ``"distribution version"``), so a
+                missing extra names the right package to install.
+
         Raises:
-            MissingDependencyError: its module needs an optional extra that is not installed.
-            ConfigError: the import path names nothing callable.
+            MissingDependencyError: a built-in's module needs an optional extra of echo-bench that is not
+                installed (the message has the ``pip install`` line).
+            ConfigError: a plugin's module needs its own extra (the message names the plugin's package), or the
+                import path names nothing callable.
         """
         if callable(self.factory):
             return self.factory
@@ -158,6 +164,12 @@ class MetricDefinition:
             except ImportError as exc:
                 missing = str(getattr(exc, "name", "") or "")
                 if self.extra and missing and not missing.startswith(module_name):
+                    if origin != "built-in":
+                        package = origin.split(" ")[0]
+                        raise ConfigError(
+                            f"the metric {self.name!r} from {origin} needs the optional package {missing!r}, which "
+                            f"is not installed. Install it with: pip install '{package}[{self.extra}]'"
+                        ) from exc
                     raise MissingDependencyError(missing, self.extra, f"the metric {self.name!r}") from exc
                 raise
             for part in attribute.split(".") if attribute else ():

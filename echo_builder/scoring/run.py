@@ -159,8 +159,9 @@ def _metric_function(
     if definition.needs_judge and not options.get("judges"):
         raise ConfigError(f"{name} needs a judge: pass --judge openai:<model> or transformers:<path>")
     bound = {**definition.option_defaults(), **{k: v for k, v in options.items() if v is not None}}
-    factory = definition.load_factory()
-    builtin = METRICS.entry(name).builtin
+    entry = METRICS.entry(name)
+    factory = definition.load_factory(entry.origin)
+    builtin = entry.builtin
 
     def run(inputs: list[Any], outputs: list[Any], prompts: list[str]) -> MetricResult:
         try:
