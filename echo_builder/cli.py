@@ -18,7 +18,7 @@ from echo_builder import __version__
 from echo_builder.commands.backends import backends, cache
 from echo_builder.commands.curation import build, publish
 from echo_builder.commands.demo import demo
-from echo_builder.commands.evaluation import agreement, judge, leaderboard, metrics
+from echo_builder.commands.evaluation import agreement, judge, leaderboard, metrics, publish_metrics
 from echo_builder.commands.generation import generate
 from echo_builder.commands.plugins import plugins
 from echo_builder.commands.release import import_group
@@ -143,6 +143,7 @@ for _command in (
     leaderboard,
     agreement,
     metrics,
+    publish_metrics,
     demo,
     generate,
     plugins,

@@ -245,6 +245,14 @@ def _metric_plan(dino_weights: str | None) -> tuple[list[str], dict[str, Any], d
     return names, options, skipped
 
 
+def _plugin_metrics() -> list[str]:
+    """Plugin metrics (the metric registry's entry points) the demo runs with their defaults: those that need no
+    judge. They run as optional metrics: one that cannot run is listed as not computed, the demo goes on."""
+    from echo_builder.scoring.registry import METRICS
+
+    return [e.name for e in METRICS.entries() if not e.builtin and not e.get_field("needs_judge")]
+
+
 def _metric_table(summary: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for row in summary:
@@ -322,6 +330,7 @@ def run_demo(
     started = time.perf_counter()
     out = Path(out_dir)
     names, options, skipped = _metric_plan(dino_weights)  # a bad option fails before anything is written
+    plugins = _plugin_metrics()
     _prepare(out, overwrite)
     data = demo_data_dir()
     bar = tqdm(total=3 + len(BENCHMARK_CONFIGS), desc="demo", unit="step", disable=not progress, leave=False)
@@ -374,8 +383,12 @@ def run_demo(
                     out / "metrics" / config,
                     metrics=names,
                     options=options,
+                    optional_metrics=plugins,
                 )
                 metrics[config] = _metric_table(run.summary)
+                for name in plugins:
+                    if name in run.unavailable:
+                        skipped.setdefault(name, run.unavailable[name])
             bar.update(1)
 
         summary = DemoSummary(

@@ -1,7 +1,7 @@
 """The one guarded way echo-bench decodes an image, and the rules that turn any image into 8-bit RGB.
 
 Every entry point that reads pixels (the media stage, ``judge``, ``metrics``, ``generate``, the demo, the Space, the
-``evaluate`` modules under ``metrics/``, dataset writing) decodes through :func:`open_image` / :func:`load_rgb`.
+``evaluate`` modules under ``echo_builder/metrics/``, dataset writing) decodes through :func:`open_image` / :func:`load_rgb`.
 Whatever goes wrong while decoding (not an image, 0 bytes, truncated data, a PNG text or ICC chunk that inflates
 past Pillow's limit, a decompression bomb, a corrupt header raising ``ValueError``, ``SyntaxError``,
 ``struct.error``, ``EOFError``...) becomes one :class:`~echo_builder.errors.ImageError` that names the image and

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from echo_builder import __version__
 from echo_builder.errors import ConfigError
-from echo_builder.records import Post, Sample, Tree
+from echo_builder.records import ApplicabilityFlags, Post, Sample, Tree
 from echo_builder.secrets import redact, redactor
 from echo_dataset.safe_io import (
     MARKER_FILE,
@@ -610,7 +610,7 @@ def _later_stages(
             )
             for v in (True, False, None)
         }
-        for name in ("face_identity", "structure", "no_color_shift", "text_rendering")
+        for name in ApplicabilityFlags.model_fields  # the dataset's flag columns, in their order
     }
     finish(
         {

@@ -67,7 +67,7 @@ ASSIGNMENT_METRICS = {
     "face identity": "face_identity",
     "text rendering": "text_rendering",
 }
-_FLAGS = ("face_identity", "structure", "no_color_shift", "text_rendering")
+_FLAGS = tuple(ApplicabilityFlags.model_fields)  # the dataset's flag columns (echo_dataset.features)
 _SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _IMAGE_DIRS = ("images_to_image", "image_to_image", "text_to_image", "analysis")
 _QUALITIES = ("Benchmark", "Analysis", "Trash")

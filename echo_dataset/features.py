@@ -23,7 +23,19 @@ from datasets import Features, Image, List, Value
 from echo_dataset import CONFIG_NAMES
 from echo_dataset.errors import RowError
 
-__all__ = ["COLUMNS", "COLUMN_DOCS", "IMAGE_COLUMNS", "URL_TWINS", "echo_features", "features_for"]
+__all__ = [
+    "APPLICABILITY_FLAGS",
+    "COLUMNS",
+    "COLUMN_DOCS",
+    "IMAGE_COLUMNS",
+    "URL_TWINS",
+    "echo_features",
+    "features_for",
+]
+
+#: The applicability-flag columns (nullable booleans), in schema order. The metrics that read them are declared in
+#: ``echo_builder``'s metric registry (each metric's ``applicability_flag``); this package only stores them.
+APPLICABILITY_FLAGS = ("face_identity", "structure", "no_color_shift", "text_rendering")
 
 #: Every column, in schema order, with its meaning (rendered into the dataset card).
 COLUMN_DOCS: dict[str, str] = {

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from echo_dataset.errors import RowError
+from echo_dataset.features import APPLICABILITY_FLAGS
 from echo_dataset.release import feedback_items
 
 __all__ = ["INPUT_IMAGE_REVIEW", "route_sample_dict", "row_from_sample_dict"]
@@ -21,7 +22,7 @@ __all__ = ["INPUT_IMAGE_REVIEW", "route_sample_dict", "row_from_sample_dict"]
 #: ``review`` of a sample that needs its user's input image(s) but has none.
 INPUT_IMAGE_REVIEW = "input image"
 
-_FLAGS = ("face_identity", "structure", "no_color_shift", "text_rendering")
+_FLAGS = APPLICABILITY_FLAGS
 _LABEL_OF_QUALITY = {"Benchmark": "Benchmark", "Analysis": "Analysis", "Trash": "Discard"}
 _TIERS = ("Benchmark", "Analysis", "Manual Review", "Discard")
 

@@ -29,6 +29,7 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
+from echo_builder import metrics as metric_modules
 from echo_builder.cli import cli
 from tests.conftest import REPO_ROOT
 
@@ -185,7 +186,7 @@ def _by_module(world: dict[str, Any], names: list[str], judge_options: dict[str,
     predictions = [Image.open(world["output_files"][s]) for s in ids]
     table: Table = {}
     for name in names:
-        module = evaluate.load(str(REPO_ROOT / "metrics" / name))
+        module = evaluate.load(metric_modules.path(name))
         kwargs: dict[str, Any] = {"predictions": predictions}
         if name == "text_rendering":
             kwargs.update(
@@ -292,7 +293,7 @@ def test_every_metric_agrees_across_function_module_cli_and_space(world, openai_
 def test_the_module_scores_a_decoded_jpeg_exactly_as_the_cli(world):
     """Issue 14 item 1: no JPEG round trip inside the module (43.24 vs 43.06 before)."""
     rows = {r["id"]: r for r in datasets.load_dataset(str(world["bench"]), CONFIG, split="test")}
-    module = evaluate.load(str(REPO_ROOT / "metrics" / "color_shift"))
+    module = evaluate.load(metric_modules.path("color_shift"))
     from echo_builder.scoring.color import color_shift
 
     decoded = rows["tint"]["input_images"][0]

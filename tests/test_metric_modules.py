@@ -13,12 +13,13 @@ import pytest
 import yaml
 from PIL import Image
 
+from echo_builder import metrics as metric_modules
 from tests.conftest import REPO_ROOT
 from tests.test_judge import GREEN, RED, color_rater
 
 evaluate = pytest.importorskip("evaluate")
 MODULES = sorted(
-    p for p in (REPO_ROOT / "metrics").iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+    p for p in metric_modules.MODULES_DIR.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
 )
 
 
@@ -49,7 +50,7 @@ def test_module_folder_is_complete(folder: Path):
 
 
 def test_win_rate_module_matches_a_hand_count():
-    module = evaluate.load(str(REPO_ROOT / "metrics" / "win_rate"))
+    module = evaluate.load(metric_modules.path("win_rate"))
     # p1: a 7 > b 4 > c 2; p2: a 3 < b 5, c missing; p3: a 6 = b 6 = c 6
     rows = [
         ("a", "p1", 7),
@@ -73,7 +74,7 @@ def test_win_rate_module_matches_a_hand_count():
 
 def test_echo_judge_module_with_a_loopback_judge(openai_server, tmp_path):
     openai_server.reply = color_rater
-    module = evaluate.load(str(REPO_ROOT / "metrics" / "echo_judge"))
+    module = evaluate.load(metric_modules.path("echo_judge"))
     out = module.compute(
         predictions=[Image.new("RGB", (80, 60), GREEN), Image.new("RGB", (80, 60), RED)],
         references=[[Image.new("RGB", (80, 60), RED)], []],
@@ -100,15 +101,15 @@ def test_echo_judge_module_with_a_loopback_judge(openai_server, tmp_path):
 def test_image_metric_modules_compute_offline(shared_data):
     pairs = shared_data / "image_pairs" / "yellow_tint"
     before, after = Image.open(pairs / "gpt4o_before.webp"), Image.open(pairs / "gpt4o_after.webp")
-    color = evaluate.load(str(REPO_ROOT / "metrics" / "color_shift"))
+    color = evaluate.load(metric_modules.path("color_shift"))
     out = color.compute(predictions=[before, after], references=[[after], [after]], pooled=True)
     assert out["scores"][1] == 0.0 and out["scores"][0] > 20 and out["deltas"][0][2] < -20
     assert out["color_shift"] == pytest.approx(out["scores"][0] / 2)
-    structure = evaluate.load(str(REPO_ROOT / "metrics" / "structure_distance"))
+    structure = evaluate.load(metric_modules.path("structure_distance"))
     small = [before.resize((256, 384)), after.resize((256, 384))]
     out = structure.compute(predictions=small, references=[[small[1]], [small[1]]], weights="random:0")
     assert out["scores"][1] == pytest.approx(0.0, abs=1e-7) and out["scores"][0] > 0
-    faces = evaluate.load(str(REPO_ROOT / "metrics" / "face_identity"))
+    faces = evaluate.load(metric_modules.path("face_identity"))
     skimage_data = pytest.importorskip("skimage.data")
     astronaut = Image.fromarray(skimage_data.astronaut())
     out = faces.compute(
@@ -121,7 +122,7 @@ def test_image_metric_modules_compute_offline(shared_data):
 
 def test_text_rendering_module_with_a_loopback_judge(openai_server, tmp_path):
     openai_server.reply = lambda body: "The text reads SALE correctly. [[10]]"
-    module = evaluate.load(str(REPO_ROOT / "metrics" / "text_rendering"))
+    module = evaluate.load(metric_modules.path("text_rendering"))
     out = module.compute(
         predictions=[Image.new("RGB", (64, 64), RED)],
         prompts=['a poster that says "SALE"'],
@@ -132,7 +133,7 @@ def test_text_rendering_module_with_a_loopback_judge(openai_server, tmp_path):
 
 
 def test_wrong_inputs_give_clear_errors(tmp_path):
-    module = evaluate.load(str(REPO_ROOT / "metrics" / "color_shift"))
+    module = evaluate.load(metric_modules.path("color_shift"))
     img = Image.new("RGB", (8, 8), (10, 20, 30))
     with pytest.raises(ValueError, match="Mismatch in the number of predictions"):
         module.compute(predictions=[img, img], references=[[img]])
@@ -171,7 +172,7 @@ def test_docstring_examples_run_as_doctests(folder, openai_server, monkeypatch):
 
 
 def test_a_single_reference_image_per_prediction_is_accepted():
-    module = evaluate.load(str(REPO_ROOT / "metrics" / "color_shift"))
+    module = evaluate.load(metric_modules.path("color_shift"))
     grey, warm = Image.new("RGB", (8, 8), (100, 100, 100)), Image.new("RGB", (8, 8), (103, 100, 96))
     single = module.compute(predictions=[warm, grey], references=[grey, grey])
     listed = module.compute(predictions=[warm, grey], references=[[grey], [grey]])
@@ -181,7 +182,7 @@ def test_a_single_reference_image_per_prediction_is_accepted():
 def test_an_unreadable_image_is_nan_with_a_reason_not_an_exception(tmp_path):
     from echo_builder.scoring.color import color_shift
 
-    module = evaluate.load(str(REPO_ROOT / "metrics" / "color_shift"))
+    module = evaluate.load(metric_modules.path("color_shift"))
     grey = Image.new("RGB", (8, 8), (100, 100, 100))
     bad = [str(tmp_path / "missing.png"), b"", b"not an image", np.zeros((4, 4, 7), np.uint8), grey]
     out = module.compute(predictions=bad, references=[grey] * len(bad))
@@ -194,7 +195,7 @@ def test_an_unreadable_image_is_nan_with_a_reason_not_an_exception(tmp_path):
 
 
 def test_win_rate_accepts_integer_sample_ids():
-    module = evaluate.load(str(REPO_ROOT / "metrics" / "win_rate"))
+    module = evaluate.load(metric_modules.path("win_rate"))
     as_int = module.compute(model=["a", "b", "a", "b"], sample_id=[1, 1, 2, 2], score=[7, 4, 3, 5], n_boot=50)
     as_str = module.compute(
         model=["a", "b", "a", "b"], sample_id=["1", "1", "2", "2"], score=[7, 4, 3, 5], n_boot=50
@@ -251,7 +252,7 @@ GREY100 = Image.new("RGB", (8, 8), (100, 100, 100))
 def test_color_shift_module_scores_the_pixels_it_is_given(make, expected):
     from echo_builder.scoring.color import color_shift
 
-    module = evaluate.load(str(REPO_ROOT / "metrics" / "color_shift"))
+    module = evaluate.load(metric_modules.path("color_shift"))
     direct = float(color_shift([[GREY100]], [make()]).values[0])
     got = module.compute(predictions=[make()], references=[GREY100])["scores"][0]
     assert got == direct  # exact: no lossy round trip inside the module

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
+from echo_builder import metrics as metric_modules
 from echo_builder.cli import cli
 from echo_builder.ids import NAME_MAX, safe_file_name
 from echo_builder.scoring.color import pooled_color_shift
@@ -113,7 +114,7 @@ def test_pooled_color_shift_is_one_figure_over_applicable_samples_everywhere(tmp
     assert not shown(tuple(with_b.output_means))
 
     # the evaluate module gives the same pooled figure from the same flags
-    module = evaluate.load(str(Path(__file__).parents[1] / "metrics" / "color_shift"))
+    module = evaluate.load(metric_modules.path("color_shift"))
     out = module.compute(
         predictions=[Image.new("RGB", (16, 16), rgb) for _, rgb in SAMPLES.values()],
         references=[[grey_img()]] * 3,

@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
+from echo_builder import metrics as metric_modules
 from echo_builder.cli import cli
 from echo_builder.stats import normal_win_rates
 from tests.helpers.benchmark import make_benchmark, make_outputs
@@ -245,12 +246,10 @@ def test_win_rate_module_gives_the_authors_interval_on_request(tmp_path):
     """The evaluate module (and win_rate_report under it) takes ci="normal" too: same numbers as the CLI."""
     import evaluate
 
-    from tests.conftest import REPO_ROOT
-
     scores = _scores()
     rows = [{"question_id": q, "model": m, "score": str(s)} for (q, m), s in sorted(scores.items())]
     expected = reference_aggregation(rows)
-    module = evaluate.load(str(REPO_ROOT / "metrics" / "win_rate"))
+    module = evaluate.load(metric_modules.path("win_rate"))
     out = module.compute(
         model=[r["model"] for r in rows],
         sample_id=[r["question_id"] for r in rows],

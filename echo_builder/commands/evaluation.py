@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from echo_builder.commands.options import (
     call_limit_options,
 )
 
-__all__ = ["agreement", "judge", "leaderboard", "metrics"]
+__all__ = ["agreement", "judge", "leaderboard", "metrics", "publish_metrics"]
 
 
 @click.command()
@@ -141,40 +142,98 @@ def judge(
         sys.exit(1)
 
 
-@click.command()
+class _MetricsCommand(click.Command):
+    """``echo-bench metrics``, whose ``--metric`` choices, per-metric options and help come from the metric
+    registry (built-ins and plugins), read when the command is first parsed or its help shown."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._static = list(self.params)
+        self._base_help = inspect.cleandoc(self.help or "")
+        self._key: tuple[str, ...] | None = None
+
+    def _load(self) -> None:
+        from echo_builder.scoring.registry import metric_definitions
+
+        definitions = metric_definitions()
+        key = tuple(d.name for d in definitions)
+        if key == self._key:
+            return
+        self._key = key
+        metric = click.Option(
+            ["--metric", "metric_names"],
+            multiple=True,
+            type=click.Choice(list(key)),
+            help="Metric to compute; repeatable (default: all that can run).",
+        )
+        declared: list[click.Parameter] = []
+        for definition in definitions:
+            declared.extend(_metric_option(definition, option) for option in definition.options)
+        at = next(i for i, p in enumerate(self._static) if p.name == "outputs") + 1
+        self.params = [*self._static[:at], metric, *self._static[at:], *declared]
+        lines = []
+        for d in definitions:
+            needs = ", ".join(
+                [f"extra {d.extra}"] * bool(d.extra)
+                + ["input images"] * d.needs_inputs
+                + ["--judge"] * d.needs_judge
+                + [f"from {_origin(d.name)}"] * (_origin(d.name) != "built-in")
+            )
+            better = "higher" if d.spec.higher_is_better else "lower"
+            lines.append(f"  {d.name}: {better} is better{'; needs ' + needs if needs else ''}")
+        self.help = self._base_help + "\n\n\b\nMetrics (from the metric registry):\n" + "\n".join(lines)
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        self._load()
+        return super().get_params(ctx)
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._load()
+        super().format_help_text(ctx, formatter)
+
+
+def _origin(name: str) -> str:
+    from echo_builder.scoring.registry import METRICS
+
+    return METRICS.entry(name).origin
+
+
+def _metric_option(definition: Any, option: Any) -> click.Option:
+    """A declared :class:`~echo_builder.scoring.registry.MetricOption` as a click option."""
+    kinds: dict[str, Any] = {
+        "str": click.STRING,
+        "int": click.INT,
+        "float": click.FLOAT,
+        "path": click.Path(),
+        "choice": click.Choice(list(option.choices)),
+    }
+    text = option.help if option.help.startswith(definition.name) else f"{definition.name}: {option.help}"
+    if option.type == "bool":
+        return click.Option(
+            [option.cli_name, option.name], is_flag=True, default=bool(option.default), help=text
+        )
+    return click.Option(
+        [option.cli_name, option.name],
+        type=kinds[option.type],
+        default=option.default,
+        show_default=option.default is not None,
+        help=text,
+    )
+
+
+@click.command(cls=_MetricsCommand)
 @click.option("--benchmark", required=True, help="Hub-shaped benchmark folder (or Hub dataset id).")
 @click.option("--config", "config_name", required=True, help="Config: image_to_image, text_to_image, ...")
 @click.option(
     "--outputs", required=True, type=click.Path(file_okay=False), help="Folder <model>/<sample_id>.png."
 )
-@click.option(
-    "--metric",
-    "metric_names",
-    multiple=True,
-    type=click.Choice(["color_shift", "structure_distance", "face_identity", "text_rendering"]),
-    help="Metric to compute; repeatable (default: all that can run).",
-)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder to write.")
 @click.option(
-    "--dino-weights",
-    help="structure_distance weights: a local file, or random:<seed> for a smoke test "
-    "(default: timm's vit_small_patch16_224.dino from the Hub).",
-)
-@click.option(
-    "--structure-reduction",
-    type=click.Choice(["max", "min", "first"]),
-    default="max",
-    show_default=True,
-    help="structure_distance of a sample with several input images: the output's distance to each input, "
-    "reduced to one value: max (the least preserved input, as the paper), min (the best preserved) or first "
-    "(the first input only).",
-)
-@click.option("--face-backend", type=click.Choice(["dlib", "auraface"]), default="dlib", show_default=True)
-@click.option(
-    "--face-model-dir", type=click.Path(file_okay=False), help="Folder of the face backend's model files."
-)
-@click.option(
-    "--judge", "judges", multiple=True, metavar="SPEC", help="Judge for text_rendering; repeatable."
+    "--judge",
+    "judges",
+    multiple=True,
+    metavar="SPEC",
+    help="Judge for metrics that need one (text_rendering); repeatable.",
 )
 @click.option("--base-url", help="Server URL for openai: judges.")
 @click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Judge backend option.")
@@ -191,20 +250,18 @@ def metrics(
     benchmark: str,
     config_name: str,
     outputs: str,
-    metric_names: tuple[str, ...],
     out_dir: str,
-    dino_weights: str | None,
-    structure_reduction: str,
-    face_backend: str,
-    face_model_dir: str | None,
     judges: tuple[str, ...],
     base_url: str | None,
     options: tuple[str, ...],
     judge_prompt: str | None,
     table_format: str,
+    metric_names: tuple[str, ...] = (),
+    **metric_options: Any,
 ) -> None:
-    """Compute the community-driven metrics (color shift, structure distance, face identity, text rendering)
-    for every model's outputs; writes per-sample rows, a per-model summary and color swatches."""
+    """Compute the community-driven metrics (color shift, structure distance, face identity, text rendering and
+    any plugin metric) for every model's outputs; writes per-sample rows, a per-model summary and color
+    swatches."""
     from echo_builder.scoring.run import run_metrics
 
     if judge_prompt is not None:
@@ -219,10 +276,7 @@ def metrics(
                 f"judge prompt {judge_prompt}: field 'answer.kind' is {loaded.answer!r}; text_rendering needs 'rating'"
             )
     run_options: dict[str, Any] = {
-        "dino_weights": dino_weights,
-        "structure_reduction": structure_reduction,
-        "face_backend": face_backend,
-        "face_options": {"model_dir": face_model_dir} if face_model_dir else {},
+        **metric_options,  # each metric's declared options (--dino-weights, --face-backend, ...)
         "judges": list(judges),
         "judge_options": backend_options(judges, base_url, options),
         "cache_dir": str(Path(out_dir) / "cache"),
@@ -541,3 +595,47 @@ def agreement(run: str, human: str, fmt: str) -> None:
         if w["reason"] is None
         else f"\nKendall's W among judges: n/a ({w['reason']})"
     )
+
+
+@click.command("publish-metrics")
+@click.option("--org", required=True, help="Hub user or organisation: the Spaces are ORG/<name>.")
+@click.option(
+    "--metric",
+    "names",
+    multiple=True,
+    metavar="NAME",
+    help="Module to publish; repeatable (default: every module, built-in and plugin).",
+)
+@click.option("--private", is_flag=True, help="Create the Spaces as private.")
+@click.option(
+    "--dry-run", is_flag=True, help="Check the modules and list each Space's files; upload nothing."
+)
+@click.option(
+    "--package",
+    metavar="REQUIREMENT",
+    help="Replace the echo-bench line of each requirements.txt (e.g. git+https://... or a wheel URL).",
+)
+@click.option("--token", envvar="HF_TOKEN", help="Hub token (default: $HF_TOKEN or the saved login).")
+def publish_metrics(
+    org: str, names: tuple[str, ...], private: bool, dry_run: bool, package: str | None, token: str | None
+) -> None:
+    """Push each evaluate module as a Hub Space in evaluate's layout (<name>.py, card README.md, app.py,
+    requirements.txt), so that evaluate.load("ORG/<name>") works online."""
+    from echo_builder.metrics.publish import publish_metrics as run_publish
+    from echo_builder.secrets import protect_logging, redact, register_secret
+
+    register_secret(token)
+    protect_logging()
+    results = run_publish(org, names, token=token, private=private, dry_run=dry_run, package=package)
+    failed = []
+    for result in results:
+        if result.dry_run:
+            click.echo(f"would publish {result.name} to {result.url}: {', '.join(result.files)}")
+        elif result.error:
+            failed.append(result)
+            click.echo(f"failed: {result.name}: {redact(result.error)}", err=True)
+        else:
+            click.echo(f"published {result.name} to {result.url} (evaluate.load({result.repo_id!r}))")
+    if failed:
+        names_text = ", ".join(r.name for r in failed)
+        raise click.ClickException(f"{len(failed)} of {len(results)} Spaces failed ({names_text}); see above")

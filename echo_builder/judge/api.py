@@ -1,4 +1,4 @@
-"""Plain-function entry points used by the ``metrics/echo_judge`` and ``metrics/win_rate`` evaluate modules.
+"""Plain-function entry points used by the ``echo_judge`` and ``win_rate`` evaluate modules.
 
 Both modules stay thin shells (PRACTICES.md 2): the conversion of their columns and every decision live here.
 """

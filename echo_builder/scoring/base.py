@@ -43,7 +43,7 @@ class MetricSpec:
     """Declared properties of a metric.
 
     Attributes:
-        name: the metric's name (also its ``metrics/<name>/`` folder).
+        name: the metric's name (also its ``echo_builder/metrics/<name>/`` folder).
         higher_is_better: direction of the score.
         low, high: the score's range (``-inf``/``inf`` when unbounded).
         unit: what one unit of the score means.

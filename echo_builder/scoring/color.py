@@ -56,6 +56,7 @@ from echo_builder.scoring.base import (
     as_image_list,
     register_metric_spec,
 )
+from echo_builder.scoring.registry import MetricDefinition, declare_metric
 
 __all__ = [
     "COLOR_SHIFT",
@@ -385,3 +386,23 @@ def pooled_color_shift(
         reason=reason,
         n_not_applicable=n_not_applicable,
     )
+
+
+def _score_for_run(
+    inputs: list[list[Any]], outputs: list[Any], prompts: list[str], options: Any
+) -> MetricResult:
+    """The registry's factory: :func:`color_shift` with unreadable images as NaN (a bad image never stops a run)."""
+    return color_shift(inputs, outputs, on_image_error="nan")
+
+
+COLOR_SHIFT_METRIC = declare_metric(
+    MetricDefinition(
+        name="color_shift",
+        spec=COLOR_SHIFT,
+        factory=_score_for_run,
+        applicability_flag="no_color_shift",
+        needs_inputs=True,
+        description="distance between the input's and the output's mean RGB over levels 5..250 (8-bit levels)",
+    ),
+    target="echo_builder.scoring.color:COLOR_SHIFT_METRIC",
+)

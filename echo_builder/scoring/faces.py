@@ -57,6 +57,7 @@ from echo_builder.scoring.base import (
     as_image_list,
     register_metric_spec,
 )
+from echo_builder.scoring.registry import MetricDefinition, MetricOption, declare_metric
 
 __all__ = [
     "FACE_IDENTITY_SPEC",
@@ -413,3 +414,41 @@ def _model_dir_from(option: str | Path | None, env_value: str | None) -> Path | 
     """``option`` if given, else the environment variable's value, as a ``Path`` (``~`` expanded)."""
     chosen = option if option is not None else env_value
     return Path(chosen).expanduser() if chosen else None
+
+
+def _score_for_run(
+    inputs: list[list[Any]], outputs: list[Any], prompts: list[str], options: Any
+) -> MetricResult:
+    """The registry's factory: :func:`face_identity` with the run's backend and its model folder."""
+    backend_options = dict(options.get("face_options") or {})
+    if options.get("face_model_dir"):
+        backend_options["model_dir"] = options["face_model_dir"]
+    return face_identity(
+        inputs,
+        outputs,
+        backend=options.get("face_backend") or "dlib",
+        on_image_error="nan",
+        **backend_options,
+    )
+
+
+FACE_IDENTITY_METRIC = declare_metric(
+    MetricDefinition(
+        name="face_identity",
+        spec=FACE_IDENTITY_SPEC,
+        factory=_score_for_run,
+        applicability_flag="face_identity",
+        needs_inputs=True,
+        extra="faces",
+        options=(
+            MetricOption(
+                "face_backend", "choice", "dlib", "face_identity: the face backend.", ("dlib", "auraface")
+            ),
+            MetricOption(
+                "face_model_dir", "path", None, "face_identity: folder of the face backend's model files."
+            ),
+        ),
+        description="largest cosine similarity between face embeddings of the inputs and the output",
+    ),
+    target="echo_builder.scoring.faces:FACE_IDENTITY_METRIC",
+)

@@ -1,4 +1,4 @@
-"""How the ``evaluate`` modules under ``metrics/`` hold their image inputs without changing a pixel.
+"""How the ``evaluate`` modules under ``echo_builder/metrics/`` hold their image inputs without changing a pixel.
 
 ``evaluate`` stores every batch in an Arrow table before ``_compute`` sees it. A ``datasets.Image()`` feature
 re-encodes a PIL image in its own format (a JPEG decoded by ``load_dataset`` was saved as JPEG again, moving

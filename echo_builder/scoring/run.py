@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -49,15 +49,79 @@ from echo_dataset.safe_io import (
 __all__ = ["APPLICABILITY_FLAG", "METRIC_NAMES", "MetricsRunResult", "run_metrics"]
 
 log = get_logger(__name__)
-METRIC_NAMES = ("color_shift", "structure_distance", "face_identity", "text_rendering")
-#: Which applicability flag of a sample governs each metric.
-APPLICABILITY_FLAG = {
-    "color_shift": "no_color_shift",
-    "structure_distance": "structure",
-    "face_identity": "face_identity",
-    "text_rendering": "text_rendering",
-}
-_NEEDS_INPUTS = {"color_shift", "structure_distance", "face_identity"}
+
+
+class _RegistryView:
+    """A read-only view of :data:`~echo_builder.scoring.registry.METRICS`, read on each use (plugins included)."""
+
+    def _definitions(self) -> list[Any]:
+        from echo_builder.scoring.registry import metric_definitions
+
+        return metric_definitions()
+
+
+class _MetricNames(_RegistryView, Sequence[str]):
+    """The registered metric names (a tuple-like view, kept for code that imported ``METRIC_NAMES``)."""
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self._definitions())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, (tuple, list, _MetricNames)) else other)
+
+    def __hash__(self) -> int:
+        return hash(self._names())
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+class _FlagMap(_RegistryView, Mapping[str, str]):
+    """metric name -> the applicability flag governing it (metrics without a flag are absent)."""
+
+    def _map(self) -> dict[str, str]:
+        return {d.name: d.applicability_flag for d in self._definitions() if d.applicability_flag}
+
+    def __getitem__(self, key: str) -> str:
+        return self._map()[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._map())
+
+    def __len__(self) -> int:
+        return len(self._map())
+
+    def __repr__(self) -> str:
+        return repr(self._map())
+
+
+class _NeedsInputs(_RegistryView, Set[str]):
+    """The names of the metrics that compare an output with the sample's input images."""
+
+    def _set(self) -> frozenset[str]:
+        return frozenset(d.name for d in self._definitions() if d.needs_inputs)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._set()
+
+    def __iter__(self) -> Any:
+        return iter(self._set())
+
+    def __len__(self) -> int:
+        return len(self._set())
+
+
+#: Registered metric names, in declaration order (a live view of the metric registry).
+METRIC_NAMES: Sequence[str] = _MetricNames()
+#: Which applicability flag of a sample governs each metric (a live view of the metric registry).
+APPLICABILITY_FLAG: Mapping[str, str] = _FlagMap()
+_NEEDS_INPUTS: Set[str] = _NeedsInputs()
 
 
 @dataclass
@@ -83,47 +147,47 @@ def _flag(row: dict[str, Any], name: str) -> bool | None:
 def _metric_function(
     name: str, options: dict[str, Any]
 ) -> Callable[[list[Any], list[Any], list[str]], MetricResult]:
-    if name == "color_shift":
-        from echo_builder.scoring.color import color_shift
+    """The registered metric ``name`` as ``f(inputs, outputs, prompts)`` with the run's options bound.
 
-        return lambda inputs, outputs, prompts: color_shift(inputs, outputs, on_image_error="nan")
-    if name == "structure_distance":
-        from echo_builder.scoring.structure import structure_distance
+    Raises:
+        ConfigError: an unknown metric, or one that needs a judge when none is configured.
+        MissingDependencyError: its factory needs an extra that is not installed.
+    """
+    from echo_builder.scoring.registry import METRICS
 
-        return lambda inputs, outputs, prompts: structure_distance(
-            inputs,
-            outputs,
-            weights=options.get("dino_weights"),
-            reduction=options.get("structure_reduction", "max"),
-            on_image_error="nan",
-        )
-    if name == "face_identity":
-        from echo_builder.scoring.faces import face_identity
+    definition = METRICS.get(name)
+    if definition.needs_judge and not options.get("judges"):
+        raise ConfigError(f"{name} needs a judge: pass --judge openai:<model> or transformers:<path>")
+    bound = {**definition.option_defaults(), **{k: v for k, v in options.items() if v is not None}}
+    entry = METRICS.entry(name)
+    factory = definition.load_factory(entry.origin)
+    builtin = entry.builtin
 
-        return lambda inputs, outputs, prompts: face_identity(
-            inputs,
-            outputs,
-            backend=options.get("face_backend", "dlib"),
-            on_image_error="nan",
-            **options.get("face_options", {}),
-        )
-    if name == "text_rendering":
-        from echo_builder.scoring.text import text_rendering
-
-        judges = options.get("judges") or []
-        if not judges:
+    def run(inputs: list[Any], outputs: list[Any], prompts: list[str]) -> MetricResult:
+        try:
+            result = factory(inputs, outputs, prompts, bound)
+        except (EchoError, ImportError):
+            raise
+        except Exception as exc:
+            if builtin:
+                raise
+            # a plugin's own bug is that metric's failure, reported by name; the other metrics still run
             raise ConfigError(
-                "text_rendering needs a judge: pass --judge openai:<model> or transformers:<path>"
-            )
-        return lambda inputs, outputs, prompts: text_rendering(
-            prompts,
-            outputs,
-            judges,
-            judge_options=options.get("judge_options"),
-            cache_dir=options.get("cache_dir"),
-            template=options.get("judge_prompt"),
-        )
-    raise ConfigError(f"unknown metric {name!r}; choose from {', '.join(METRIC_NAMES)}")
+                f"metric {name!r} ({METRICS.entry(name).origin}) failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        return _checked(name, result, len(outputs))
+
+    return run
+
+
+def _checked(name: str, result: Any, n: int) -> MetricResult:
+    """A factory's result, checked: a :class:`MetricResult` with one value per sample (a plugin's mistake is a
+    clear error naming the metric, not a crash elsewhere)."""
+    if not isinstance(result, MetricResult):
+        raise ConfigError(f"metric {name!r} returned {type(result).__name__}, not a MetricResult")
+    if len(result.values) != n:
+        raise ConfigError(f"metric {name!r} returned {len(result.values)} values for {n} samples")
+    return result
 
 
 def run_metrics(
@@ -135,13 +199,18 @@ def run_metrics(
     metrics: Sequence[str] = (),
     options: dict[str, Any] | None = None,
     table_format: Literal["parquet", "csv"] = "parquet",
+    optional_metrics: Sequence[str] = (),
 ) -> MetricsRunResult:
     """Compute the metrics for every model and write the rows, the summary and the color swatches.
 
     Args:
-        metrics: metric names; empty means all four (text rendering only when a judge is configured).
-        options: ``dino_weights`` (path or ``random:<seed>``), ``structure_reduction``, ``face_backend``,
-            ``face_options``, ``judges``, ``judge_options``, ``cache_dir``, ``judge_prompt`` (a
+        metrics: metric names of the metric registry; empty means every registered metric that can run (those
+            that need a judge only when one is configured). A named metric that cannot run is an error.
+        optional_metrics: more metrics to compute when they can; one that cannot run (or fails) is recorded in
+            ``unavailable`` instead of stopping the run (the demo runs plugin metrics this way).
+        options: each metric's declared options by name (``dino_weights`` (path or ``random:<seed>``),
+            ``structure_reduction``, ``face_backend``, ``face_model_dir``, a plugin's own; ``None`` = the declared
+            default), ``face_options``, ``judges``, ``judge_options``, ``cache_dir``, ``judge_prompt`` (a
             :class:`~echo_builder.judge.prompts.JudgePrompt` for ``text_rendering``).
 
     Returns:
@@ -164,10 +233,14 @@ def run_metrics(
 
     options = dict(options or {})
     explicit = bool(metrics)
-    names = list(metrics) or [m for m in METRIC_NAMES if m != "text_rendering" or options.get("judges")]
+    from echo_builder.scoring.registry import METRICS, metric_definitions
+
+    names = list(metrics) or [
+        d.name for d in metric_definitions() if not d.needs_judge or options.get("judges")
+    ]
     for name in names:
-        if name not in METRIC_NAMES:
-            raise ConfigError(f"unknown metric {name!r}; choose from {', '.join(METRIC_NAMES)}")
+        if name not in METRICS:
+            raise ConfigError(METRICS.unknown_message(name))
     samples = read_config(benchmark, config)
     outputs = discover_outputs(outputs_dir)
     unmatched = check_output_matches(benchmark, config, outputs_dir, samples, outputs)
@@ -187,11 +260,17 @@ def run_metrics(
     mark_output(out, "metrics")
     rows: list[dict[str, Any]] = []
     unavailable: dict[str, str] = {}
+    optional = [m for m in optional_metrics if m not in names]
+    for name in optional:
+        if name not in METRICS:
+            raise ConfigError(METRICS.unknown_message(name))
+    names += optional
     for name in names:
+        strict = explicit and name not in optional
         try:
             function = _metric_function(name, options)
         except EchoError as exc:
-            if explicit:
+            if strict:
                 raise
             unavailable[name] = str(exc)
             continue
@@ -199,7 +278,7 @@ def run_metrics(
             try:
                 rows.extend(_rows_for(name, function, model, samples, files, failures.get(model)))
             except (EchoError, ImportError) as exc:
-                if explicit:
+                if strict:
                     raise
                 unavailable[name] = str(exc)
                 # the result's `unavailable` carries it (`echo-bench metrics` prints it once, as "not computed")
@@ -252,11 +331,14 @@ def _rows_for(
     failures: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     rows, todo = [], []
-    flag_name = APPLICABILITY_FLAG[name]
+    from echo_builder.scoring.registry import metric_definition
+
+    definition = metric_definition(name)
+    flag_name = definition.applicability_flag
     for sample in samples:
         base = {"model": model, "sample_id": sample["id"], "metric": name, "note": None, "detail": None}
         inputs = [img for img in (sample.get("input_images") or ()) if img is not None]
-        flag = _flag(sample, flag_name)
+        flag = _flag(sample, flag_name) if flag_name else None
         if flag is False:
             rows.append(
                 {
@@ -265,7 +347,7 @@ def _rows_for(
                     "nan_reason": f"not applicable: the sample's {flag_name} flag is false",
                 }
             )
-        elif name in _NEEDS_INPUTS and not inputs:
+        elif definition.needs_inputs and not inputs:
             rows.append(
                 {**base, "value": math.nan, "nan_reason": "not applicable: the sample has no input images"}
             )
@@ -297,7 +379,7 @@ def _summary(frame: Any) -> list[dict[str, Any]]:
     for (model, metric), group in frame.groupby(["model", "metric"], sort=True):
         values = group["value"].astype(float)
         finite = values[values.notna()]
-        spec = METRIC_SPECS.get(metric)
+        spec = _spec(metric)
         out.append(
             {
                 "model": model,
@@ -318,6 +400,13 @@ def _summary(frame: Any) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _spec(metric: str) -> Any:
+    """The metric's spec from the registry (``None`` for a name no longer registered)."""
+    from echo_builder.scoring.registry import METRICS
+
+    return METRICS.get(metric).spec if metric in METRICS else METRIC_SPECS.get(metric)
 
 
 def _backend_of(details: Any) -> str | None:

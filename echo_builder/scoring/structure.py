@@ -49,6 +49,7 @@ from echo_builder.scoring.base import (
     as_image_list,
     register_metric_spec,
 )
+from echo_builder.scoring.registry import MetricDefinition, MetricOption, declare_metric
 
 __all__ = ["MODEL_NAME", "REDUCTIONS", "STRUCTURE_DISTANCE", "DinoStructure", "structure_distance"]
 
@@ -421,3 +422,48 @@ def structure_distance(
         on_image_error=on_image_error,
         progress=progress,
     )
+
+
+def _score_for_run(
+    inputs: list[list[Any]], outputs: list[Any], prompts: list[str], options: Any
+) -> MetricResult:
+    """The registry's factory: :func:`structure_distance` with the run's weights and reduction."""
+    return structure_distance(
+        inputs,
+        outputs,
+        weights=options.get("dino_weights"),
+        reduction=options.get("structure_reduction") or "max",
+        on_image_error="nan",
+    )
+
+
+STRUCTURE_DISTANCE_METRIC = declare_metric(
+    MetricDefinition(
+        name="structure_distance",
+        spec=STRUCTURE_DISTANCE,
+        factory=_score_for_run,
+        applicability_flag="structure",
+        needs_inputs=True,
+        extra="dino",
+        options=(
+            MetricOption(
+                "dino_weights",
+                "str",
+                None,
+                "structure_distance weights: a local file, or random:<seed> for a smoke test "
+                "(default: timm's vit_small_patch16_224.dino from the Hub).",
+            ),
+            MetricOption(
+                "structure_reduction",
+                "choice",
+                "max",
+                "structure_distance of a sample with several input images: the output's distance to each input, "
+                "reduced to one value: max (the least preserved input, as the paper), min (the best preserved) or "
+                "first (the first input only).",
+                REDUCTIONS,
+            ),
+        ),
+        description="mean squared difference of DINO ViT-S/16 key self-similarity matrices (Splice's structure loss)",
+    ),
+    target="echo_builder.scoring.structure:STRUCTURE_DISTANCE_METRIC",
+)

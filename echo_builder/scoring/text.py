@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from echo_builder.scoring.base import MetricResult, MetricSpec, register_metric_spec
+from echo_builder.scoring.registry import MetricDefinition, declare_metric
 
 __all__ = ["TEXT_RENDERING_SPEC", "normalise_rating", "text_rendering"]
 
@@ -144,3 +145,36 @@ def _backend_id(
         shown = ",".join(f"{k}={v}" for k, v in options.items())
         parts.append(f"{judge}{{{shown}}}" if shown else judge)
     return f"text_rendering:{','.join(parts)}+prompt={prompt_version}"
+
+
+def _score_for_run(
+    inputs: list[list[Any]], outputs: list[Any], prompts: list[str], options: Any
+) -> MetricResult:
+    """The registry's factory: :func:`text_rendering` with the run's judges (a :class:`ConfigError` without one)."""
+    from echo_builder.errors import ConfigError
+
+    judges = list(options.get("judges") or [])
+    if not judges:
+        raise ConfigError("text_rendering needs a judge: pass --judge openai:<model> or transformers:<path>")
+    return text_rendering(
+        prompts,
+        outputs,
+        judges,
+        judge_options=options.get("judge_options"),
+        cache_dir=options.get("cache_dir"),
+        template=options.get("judge_prompt"),
+    )
+
+
+TEXT_RENDERING_METRIC = declare_metric(
+    MetricDefinition(
+        name="text_rendering",
+        spec=TEXT_RENDERING_SPEC,
+        factory=_score_for_run,
+        applicability_flag="text_rendering",
+        needs_inputs=False,
+        needs_judge=True,
+        description="a VLM judge proofreads the rendered text, rating 1-10, reported as (N - 1) / 9",
+    ),
+    target="echo_builder.scoring.text:TEXT_RENDERING_METRIC",
+)

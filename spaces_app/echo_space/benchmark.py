@@ -464,9 +464,9 @@ def listing(table: pd.DataFrame) -> pd.DataFrame:
         for name in FLAG_COLUMNS:
             value = _flag_value(row.get(name))
             if value is True:
-                shown.append(_SHORT_FLAG[name])
+                shown.append(_SHORT_FLAG.get(name, name))
             elif value is None and name in row.index:
-                shown.append(f"{_SHORT_FLAG[name]}?")
+                shown.append(f"{_SHORT_FLAG.get(name, name)}?")
         return ", ".join(shown)
 
     def preview(text: Any) -> str:

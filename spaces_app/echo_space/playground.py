@@ -1,7 +1,7 @@
 """The Metric playground: ECHO's community-driven metrics on one uploaded (input, output) pair.
 
 Each metric is the package's own function (``echo_builder.scoring``), so the playground shows exactly what
-``echo-bench metrics`` and the ``metrics/<name>`` modules compute. A metric that does not apply, or cannot run in
+``echo-bench metrics`` and the ``echo_builder/metrics/<name>`` modules compute. A metric that does not apply, or cannot run in
 this Space (no DINO weights, no face backend installed, no judge configured), gives NaN with the reason, never 0.
 Direction, range and unit come from :data:`echo_builder.scoring.METRIC_SPECS`.
 """
@@ -69,8 +69,14 @@ def _range(low: float, high: float) -> str:
     return f"[{fmt(low)}, {fmt(high)}]"
 
 
+def _spec(name: str) -> Any:
+    from echo_builder.scoring.registry import METRICS
+
+    return METRICS.get(name).spec if name in METRICS else METRIC_SPECS[name]
+
+
 def _row(name: str, value: float, note: str | None) -> dict[str, Any]:
-    spec = METRIC_SPECS[name]
+    spec = _spec(name)
     return {
         "metric": name,
         "value": None if math.isnan(value) else round(float(value), 6),
@@ -127,7 +133,8 @@ def score_pair(
 
     Returns:
         :class:`PlaygroundResult` with one table row per metric in the order color shift, structure distance,
-        face identity, text rendering.
+        face identity, text rendering, then every other metric of the metric registry (plugins) in registry
+        order, computed with its declared option defaults.
 
     Raises:
         ImageError: an image cannot be decoded (the message names it as "input image" or "output image").
@@ -166,6 +173,7 @@ def score_pair(
     rows.append(_structure(inputs, output, dino_weights, results))
     rows.append(_faces(inputs, output, face_backend, results))
     rows.append(_text(prompt, output, judges, judge_options, results))
+    rows.extend(_registered(inputs, output, prompt, judges, judge_options, results))
     table = pd.DataFrame(rows, columns=list(PLAYGROUND_COLUMNS))
     return PlaygroundResult(table=table, color=color_info, swatch=swatch, results=results)
 
@@ -240,3 +248,46 @@ def _text(
         if values is not None
     )
     return _row("text_rendering", result.values[0], result.nan_reasons[0] or f"judge ratings 1-10: {ratings}")
+
+
+#: The metrics with their own playground code above; every other registered metric goes through its factory.
+_BUILT_IN_ROWS = ("color_shift", "structure_distance", "face_identity", "text_rendering")
+
+
+def _registered(
+    inputs: list[Any],
+    output: Any,
+    prompt: str,
+    judges: Sequence[str],
+    judge_options: dict[str, dict[str, Any]] | None,
+    results: dict[str, MetricResult],
+) -> list[dict[str, Any]]:
+    """Rows of the registered metrics other than the four built-ins (plugin metrics), each through its factory
+    with its declared option defaults; a metric that cannot run here, or fails, is NaN with the reason."""
+    from echo_builder.scoring.base import NO_INPUT_IMAGES
+    from echo_builder.scoring.registry import metric_definitions
+
+    rows = []
+    for definition in metric_definitions():
+        name = definition.name
+        if name in _BUILT_IN_ROWS:
+            continue
+        if definition.needs_inputs and not inputs:
+            rows.append(_row(name, math.nan, NO_INPUT_IMAGES))
+            continue
+        if definition.needs_judge and not judges:
+            rows.append(
+                _row(name, math.nan, f"unavailable in this Space: {name} needs a VLM judge (--judge)")
+            )
+            continue
+        options = {**definition.option_defaults(), "judges": list(judges), "judge_options": judge_options}
+        try:
+            result = definition.load_factory()([inputs], [output], [prompt], options)
+            if not isinstance(result, MetricResult) or len(result.values) != 1:
+                raise EchoError(f"{name} did not return one MetricResult value")
+        except Exception as exc:  # a plugin's failure is its own row's NaN, never the playground's
+            rows.append(_row(name, math.nan, _unavailable(exc)))
+            continue
+        results[name] = result
+        rows.append(_row(name, result.values[0], result.nan_reasons[0]))
+    return rows

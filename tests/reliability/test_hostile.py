@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from tests.reliability import hostile_curation, hostile_evaluation
+from tests.reliability import hostile_curation, hostile_evaluation, hostile_metric_modules
 from tests.reliability.hostile_workspace import CASES, HOSTILE, Observed, Workspace, _snapshot
 
 FLOWS: dict[str, Callable[[dict[str, Any], Workspace], Observed]] = {
     name.removeprefix("flow_"): fn
-    for module in (hostile_curation, hostile_evaluation)
+    for module in (hostile_curation, hostile_evaluation, hostile_metric_modules)
     for name, fn in vars(module).items()
     if name.startswith("flow_")
 }
@@ -99,7 +99,7 @@ def test_every_corpus_file_has_a_case():
     named = {c["file"].split("/")[0] + "/" + c["file"].split("/")[1] for c in CASES if "file" in c}
     on_disk = {
         p.relative_to(HOSTILE).as_posix()
-        for sub in ("sources", "images", "injection")
+        for sub in ("sources", "images", "injection", "modules")
         for p in (HOSTILE / sub).iterdir()
     } | {f"collection/{p.name}" for p in (HOSTILE / "collection").iterdir()}
     assert on_disk <= named | {"collection/good"}, sorted(on_disk - named)

@@ -45,8 +45,9 @@ Returns:
     statuses, raw_texts, nan_reasons: per judge and sample.
 Examples:
     >>> import evaluate
+    >>> import echo_builder.metrics
     >>> from PIL import Image
-    >>> judge = evaluate.load("metrics/echo_judge")
+    >>> judge = evaluate.load(echo_builder.metrics.path("echo_judge"))
     >>> inp, out = Image.new("RGB", (64, 64), "grey"), Image.new("RGB", (64, 64), "navy")
     >>> result = judge.compute(predictions=[out], references=[inp], prompts=["Make it blue"], judges=["openai:gpt-4o"])
     >>> 1.0 <= result["echo_judge"] <= 10.0  # needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)

@@ -31,8 +31,9 @@ Returns:
     scores: per-sample distances, nan_reasons: why a value is NaN.
 Examples:
     >>> import evaluate
+    >>> import echo_builder.metrics
     >>> import numpy as np
-    >>> metric = evaluate.load("metrics/structure_distance")
+    >>> metric = evaluate.load(echo_builder.metrics.path("structure_distance"))
     >>> photo = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
     >>> result = metric.compute(predictions=[photo], references=[photo], weights="random:0")  # use DINO weights
     >>> result["scores"]

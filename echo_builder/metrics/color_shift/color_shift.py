@@ -37,8 +37,9 @@ Returns:
     pooled_color_shift, pooled_deltas: when pooled=True.
 Examples:
     >>> import evaluate
+    >>> import echo_builder.metrics
     >>> import numpy as np
-    >>> metric = evaluate.load("metrics/color_shift")
+    >>> metric = evaluate.load(echo_builder.metrics.path("color_shift"))
     >>> grey = np.full((8, 8, 3), 100, np.uint8)
     >>> warm = np.dstack([np.full((8, 8), v, np.uint8) for v in (103, 100, 96)])
     >>> result = metric.compute(predictions=[warm], references=[grey])

@@ -44,7 +44,8 @@ Returns:
     ci_method: which interval ci_low/ci_high hold.
 Examples:
     >>> import evaluate
-    >>> wr = evaluate.load("metrics/win_rate")
+    >>> import echo_builder.metrics
+    >>> wr = evaluate.load(echo_builder.metrics.path("win_rate"))
     >>> wr.compute(model=["a", "b"], sample_id=["1", "1"], score=[7, 4])["win_rate"]
     {'a': 1.0, 'b': 0.0}
     >>> wr.compute(model=["a", "b"], sample_id=[1, 1], score=[3, 4])["win_rate"]

@@ -28,8 +28,9 @@ Returns:
     text_rendering: mean over samples with a value, scores, nan_reasons, ratings (raw 1-10 per judge).
 Examples:
     >>> import evaluate
+    >>> import echo_builder.metrics
     >>> from PIL import Image, ImageDraw
-    >>> metric = evaluate.load("metrics/text_rendering")
+    >>> metric = evaluate.load(echo_builder.metrics.path("text_rendering"))
     >>> poster = Image.new("RGB", (160, 60), "white")
     >>> ImageDraw.Draw(poster).text((10, 20), "SALE", fill="black")
     >>> result = metric.compute(predictions=[poster], prompts=['a poster that says "SALE"'], judges=["openai:gpt-4o"])

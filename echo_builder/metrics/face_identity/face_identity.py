@@ -31,8 +31,9 @@ Returns:
     scores, nan_reasons, notes (per sample), backend (the id to report with every value).
 Examples:
     >>> import evaluate
+    >>> import echo_builder.metrics
     >>> import numpy as np
-    >>> metric = evaluate.load("metrics/face_identity")
+    >>> metric = evaluate.load(echo_builder.metrics.path("face_identity"))
     >>> wall = np.full((64, 64, 3), 200, np.uint8)  # no face in the input: not applicable
     >>> result = metric.compute(predictions=[wall], references=[wall], backend="dlib")
     >>> result["scores"], result["nan_reasons"][0] is not None
