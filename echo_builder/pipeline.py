@@ -419,10 +419,32 @@ def _run_stage(definition: Any, context: Any) -> Any:
             else f"it wrote stage files it does not declare: {undeclared}"
         )
         raise StageError(f"{where} returned an unusable StageOutput: {problem}")
-    try:
-        json.dumps(output.report, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise StageError(f"{where} returned a report that is not JSON: {exc}") from None
+    for key, value in output.report.items():
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+            raise StageError(
+                f"{where} returned a report whose field {key!r} is not JSON (no NaN, infinity or objects): {shown}"
+            ) from None
+    # what later stages read must still be what they expect (a plugin may replace any field)
+    from echo_builder.records import Post, Sample, Tree
+    from echo_builder.stages.base import StageFailure
+
+    for name, kind in (("posts", Post), ("selected", Post), ("trees", Tree), ("samples", Sample)):
+        value = getattr(context, name)
+        wrong = (
+            next((i for i, item in enumerate(value) if not isinstance(item, kind)), None)
+            if isinstance(value, list)
+            else -1
+        )
+        if wrong is not None:
+            found = type(value).__name__ if wrong < 0 else f"a {type(value[wrong]).__name__} at index {wrong}"
+            raise StageError(f"{where} left context.{name} holding {found}, not a list of {kind.__name__}")
+    if not isinstance(context.failures, list) or not all(
+        isinstance(f, StageFailure) for f in context.failures
+    ):
+        raise StageError(f"{where} left context.failures holding something other than StageFailure records")
     return output
 
 

@@ -342,7 +342,7 @@ NOT_JSON = stage("not_json", not_json)
         ("bad_report", "returned an unusable StageOutput: its report needs integer ['out']"),
         ("undeclared_file", "it wrote stage files it does not declare: ['elsewhere.jsonl']"),
         ("not_output", "returned dict, not a StageOutput"),
-        ("not_json", "returned a report that is not JSON"),
+        ("not_json", "returned a report whose field 'ratio' is not JSON (no NaN, infinity or objects): nan"),
     ],
 )  # fmt: skip
 def test_a_failing_plugin_stage_is_one_error_line_naming_it(plugins, tmp_path, name, message):

@@ -363,7 +363,11 @@ def active_stages(skip: Sequence[str] = ()) -> list[StageDefinition]:
     names = {d.name: d for d in order}
     for name in skip:
         if name not in names:
-            raise ConfigError(STAGES.unknown_message(str(name)))
+            broken = [p for p in STAGES.problems() if p.name == name]
+            raise ConfigError(
+                f"unknown stage {name!r}; registered (in run order): {', '.join(names)}"
+                + (f" ({broken[0]})" if broken else "")
+            )
         if not names[name].skippable:
             skippable = [d.name for d in order if d.skippable]
             raise ConfigError(
