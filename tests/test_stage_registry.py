@@ -364,3 +364,44 @@ def test_stage_context_progress_label_follows_the_config(tmp_path):
     loud = StageContext(BuildConfig(sources=[], out_dir=tmp_path), tmp_path)
     assert (quiet.progress("relevance"), loud.progress("relevance")) == (None, "relevance")
     assert StageOutput({"in": 1, "out": 1, "failures": 0}).files == {}
+
+
+# ------------------------------------------------------------------------------------------------------ docs
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def test_the_curation_docs_list_the_built_in_stages_in_run_order():
+    text = (DOCS / "curation.md").read_text(encoding="utf-8")
+    table = text.split("## Stages", 1)[1].split("\n\n| stage |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1].strip() for line in table.splitlines()[2:]]
+    assert tuple(rows) == BUILT_INS
+    extending = (DOCS / "extending.md").read_text(encoding="utf-8")
+    assert f"| `echo_bench.stages` | {', '.join(BUILT_INS)} |" in extending
+
+
+def test_the_stage_in_extending_md_works_as_a_plugin(plugins, tmp_path):
+    """The file a newcomer copies from docs/extending.md, installed with its own entry point, runs in build."""
+    section = (DOCS / "extending.md").read_text(encoding="utf-8").split("## A curation stage", 1)[1]
+    module = section.split("```python\n", 1)[1].split("```", 1)[0]
+    toml = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    name, target = (part.strip().strip('"') for part in toml.splitlines()[-1].split("=", 1))
+    assert (name, target) == ("prompt_words", "echo_prompt_words:STAGE")
+    plugins.install("echo-prompt-words", {name: target}, {"echo_prompt_words": module})
+    result = _build(tmp_path)
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "out"
+    report = json.loads((out / "report.json").read_text())
+    names = [s["name"] for s in report["stages"]]
+    assert names == [*BUILT_INS[:5], "prompt_words", *BUILT_INS[5:]]
+    entry = report["stages"][5]
+    samples = [json.loads(line) for line in (out / "stages" / "extract.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (out / "stages" / "prompt_words.jsonl").read_text().splitlines()]
+    assert rows == [{"sample_id": s["id"], "words": len(s["prompt"].split())} for s in samples]
+    assert entry == {
+        "name": "prompt_words",
+        "in": len(samples),
+        "out": len(samples),
+        "failures": 0,
+        "longest_prompt_words": max(r["words"] for r in rows),
+    }
+    assert report["versions"]["plugin_stages"]["prompt_words"]["version"] == "prompt-words-v1"

@@ -22,6 +22,7 @@ raises while running fails the build with a :class:`StageError` naming it (``--s
 
 from __future__ import annotations
 
+import pkgutil
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -239,18 +240,13 @@ def _entry(definition: StageDefinition, origin: str) -> Entry[StageDefinition]:
     )
 
 
-#: The built-in stage modules, imported (once) before the registry is first read; their order is irrelevant
-#: (``after`` decides where each runs).
-BUILTIN_MODULES = (
-    "echo_builder.stages.collect",
-    "echo_builder.stages.query",
-    "echo_builder.stages.relevance",
-    "echo_builder.stages.threads",
-    "echo_builder.stages.extract",
-    "echo_builder.stages.media",
-    "echo_builder.stages.roles",
-    "echo_builder.stages.templates_screenshots",
-    "echo_builder.stages.tier",
+#: The built-in stage modules: every module of this package (found without importing it), imported once before
+#: the registry is first read. A new built-in stage is one new module here that calls :func:`declare_stage`;
+#: the modules' order is irrelevant (``after`` decides where each stage runs).
+BUILTIN_MODULES = tuple(
+    f"{__package__}.{module.name}"
+    for module in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name)
+    if module.name != "registry" and not module.ispkg
 )
 
 STAGES: Registry[StageDefinition] = Registry("stage", adopt=_adopt, builtins=BUILTIN_MODULES)
