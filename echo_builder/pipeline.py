@@ -1,11 +1,13 @@
-"""The curation pipeline: sources -> collect -> query -> relevance -> threads -> extract, resumable.
+"""The curation pipeline: the declared stages (collect -> query -> relevance -> threads -> extract -> media ->
+roles -> templates -> screenshots -> tier -> applicability, plus any plugin stage), resumable.
 
-Each stage's output is written under ``OUT/stages/`` when the stage completes (atomically: temp file, then
-rename), and ``OUT/report.json`` records per stage what went in, what came out and what failed, plus the backend,
-the prompt versions and the package version. Every model call goes through the call cache in ``OUT/cache``
-(unless another is given): a build killed at any moment and run again with ``resume=True`` repeats no completed
-call and writes byte-identical stage outputs and report. Wall times and cache hits, which legitimately differ
-between runs, are kept apart in ``OUT/run_stats.json``.
+The stages are declared in :mod:`echo_builder.stages.registry` (one module per stage); :func:`build` runs them in
+order on one shared context and does, once for all of them, what every stage needs: each stage's files are written
+under ``OUT/stages/`` when it completes (atomically: temp file, then rename), ``OUT/report.json`` records per stage
+what went in, what came out and what failed, plus the backend, the prompt versions and the package version. Every
+model call goes through the call cache in ``OUT/cache`` (unless another is given): a build killed at any moment and
+run again with ``resume=True`` repeats no completed call and writes byte-identical stage outputs and report. Wall
+times and cache hits, which legitimately differ between runs, are kept apart in ``OUT/run_stats.json``.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from echo_builder import __version__
-from echo_builder.errors import ConfigError
-from echo_builder.records import ApplicabilityFlags, Post, Sample, Tree
+from echo_builder.errors import ConfigError, EchoError
+from echo_builder.records import Sample, Tree
 from echo_builder.secrets import redact, redactor
 from echo_dataset.safe_io import (
     MARKER_FILE,
@@ -39,22 +41,18 @@ from echo_dataset.safe_io import (
     write_text,
 )
 
-__all__ = ["STAGE_ORDER", "BuildConfig", "BuildResult", "build"]
+__all__ = ["STAGE_ORDER", "BuildConfig", "BuildResult", "build"]  # noqa: F822 (STAGE_ORDER: module __getattr__)
 
-STAGE_ORDER = (
-    "collect",
-    "query",
-    "relevance",
-    "threads",
-    "extract",
-    "media",
-    "roles",
-    "templates",
-    "screenshots",
-    "tier",
-    "applicability",
-)
 REPORT_FILE = "report.json"
+
+
+def __getattr__(name: str) -> Any:
+    # STAGE_ORDER: the built-in stages' names in run order, read from their declarations (computed on first use)
+    if name == "STAGE_ORDER":
+        from echo_builder.stages.registry import builtin_order
+
+        return tuple(d.name for d in builtin_order())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -87,6 +85,8 @@ class BuildConfig:
             (reused by ``resume``), never in the dataset nor in what ``publish`` uploads.
         license: the card's ``license``; default ``other`` with the terms stated in the card (the posts and images
             remain their authors'), since the builder holds no right to grant an open license.
+        skip_stages: names of plugin stages (entry point ``echo_bench.stages``) this build leaves out; the built-in
+            stages always run. A build that runs other stages than the built-ins records them in ``build.json``.
     """
 
     sources: Sequence[str | Path]
@@ -113,6 +113,7 @@ class BuildConfig:
     pseudonymize: bool = True
     license: str = "other"
     salt_file: str | Path | None = None
+    skip_stages: Sequence[str] = ()
 
 
 @dataclass
@@ -162,7 +163,7 @@ class _Folder:
     staged: bool  # ``stages`` is the staging folder: commit it at the end
 
 
-def _prepare_out(config: BuildConfig) -> _Folder:
+def _prepare_out(config: BuildConfig, stages: Sequence[str]) -> _Folder:
     """Claim the build folder (see :func:`echo_dataset.safe_io.claim_output`) and decide how to write it.
 
     - absent, empty, or holding only a seeded ``media/`` or ``cache/``: a new build;
@@ -179,7 +180,7 @@ def _prepare_out(config: BuildConfig) -> _Folder:
     )
     for name in ("stages", "cache", "media", NEXT_DIR, "build.json", "report.json", "README.md"):
         check_inside(out, out / name)
-    settings = _settings(config)
+    settings = _settings(config, stages)
     recorded = out / "build.json"
     finished = False
     if previous is not None:
@@ -241,10 +242,13 @@ def _commit(folder: _Folder) -> None:
     shutil.rmtree(folder.out / NEXT_DIR)
 
 
-def _settings(config: BuildConfig) -> dict[str, Any]:
-    """What must not change between a build and its resumption (paths as given, the keyword file by content)."""
+def _settings(config: BuildConfig, stages: Sequence[str]) -> dict[str, Any]:
+    """What must not change between a build and its resumption (paths as given, the keyword file by content, and
+    the stages run, recorded only when they are not the built-ins: plugin stages, ``skip_stages``)."""
+    from echo_builder.stages.registry import builtin_order
+
     keywords = Path(config.keywords_file).read_text(encoding="utf-8") if config.keywords_file else None
-    return {
+    settings: dict[str, Any] = {
         "sources": [str(s) for s in config.sources],
         "backend": config.backend,
         "target_model": config.target_model,
@@ -257,10 +261,18 @@ def _settings(config: BuildConfig) -> dict[str, Any]:
         "pseudonymize": config.pseudonymize,
         "license": config.license,
     }
+    if list(stages) != [d.name for d in builtin_order()]:
+        settings["stages"] = list(stages)
+    return settings
 
 
 def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | None = None) -> BuildResult:
-    """Run the curation stages available so far and write the build folder.
+    """Run the declared curation stages (:func:`echo_builder.stages.registry.stage_order`) and write the folder.
+
+    Each stage runs on one shared :class:`~echo_builder.stages.registry.StageContext`; after it returns, this loop
+    writes its stage files (atomically, under ``OUT/stages/``), times it (``run_stats.json``), appends its entry to
+    ``report.json``'s ``stages`` and calls ``on_stage``. Plugin stages (entry point ``echo_bench.stages``) run in
+    their declared place unless ``config.skip_stages`` names them.
 
     Args:
         config: the :class:`BuildConfig`.
@@ -268,16 +280,10 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
 
     Raises:
         ConfigError: bad options, an existing build without ``resume``, or no readable source at all.
+        StageError: a plugin stage failed or returned something other than a ``StageOutput``.
     """
     from echo_builder.ids import unique_sample_ids
-    from echo_builder.sources import read_posts
-    from echo_builder.stages.extract import EXTRACT_PROMPT, run_extract, sample_summary
-    from echo_builder.stages.query import default_keywords, load_keywords, parse_launch_date, run_query
-    from echo_builder.stages.relevance import RELEVANCE_PROMPT, run_relevance
-    from echo_builder.stages.roles import ROLES_VERSION
-    from echo_builder.stages.templates_screenshots import SCREENSHOTS_VERSION, TEMPLATES_VERSION
-    from echo_builder.stages.threads import build_trees
-    from echo_builder.stages.tier import APPLICABILITY_VERSION, TIER_VERSION
+    from echo_builder.stages.registry import NoPostsError, StageContext, active_stages
     from echo_dataset.pseudonym import BUILD_SALT_FILE, author_identifiers
 
     # everything that can be wrong with the options is checked before any stage runs or any file is written
@@ -285,20 +291,8 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         raise ConfigError(f"relevance threshold must be 1-5, got {config.relevance_threshold}")
     if config.concurrency < 1:
         raise ConfigError(f"concurrency must be >= 1, got {config.concurrency}")
-    keywords = (
-        load_keywords(config.keywords_file) if config.keywords_file else default_keywords(config.target_model)
-    )
-    if not keywords:
-        warnings.warn(
-            "no --target-model and no --keywords: the query stage keeps every post (only relevance filters them)",
-            stacklevel=2,
-        )
-    launch = parse_launch_date(config.launch_date)
-    if launch is None and any(k.window_days is not None for k in keywords):
-        raise ConfigError(
-            "time-windowed keywords need the target model's launch date (--launch-date YYYY-MM-DD)"
-        )
-    _media_policy(config)  # a bad --media-allow entry is a ConfigError now, not in the media stage
+    stages = active_stages(config.skip_stages)
+    prepared = {d.name: d.prepare(config) for d in stages if d.prepare is not None}
     if not re.fullmatch(r"[a-z0-9][a-z0-9.+-]{0,63}", config.license or ""):
         raise ConfigError(
             f"license {config.license!r} is not a Hub license id (lowercase letters, digits, '.', '+', '-'; "
@@ -307,7 +301,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     if config.salt_file is not None:
         _salt(config, None)  # a bad salt file fails before anything is written
     caller = _caller(config)
-    folder = _prepare_out(config)
+    folder = _prepare_out(config, [d.name for d in stages])
     out, stages_dir = folder.out, folder.stages
     salt = _salt(config, out)
     cache = None
@@ -317,154 +311,54 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         cache = caller.cache = CallCache(
             config.cache_dir or out / "cache", root=None if config.cache_dir else out
         )
+    context = StageContext(
+        config=config,
+        out=out,
+        caller=caller,
+        store_root=Path(config.media_store) if config.media_store else out / "media",
+        prepared=prepared,
+    )
     entries: list[dict[str, Any]] = []
     timings: dict[str, float] = {}
-    # how this run got its results (downloads vs store hits): run_stats.json only, never the report
-    history: dict[str, Any] = {}
-
-    def finish(entry: dict[str, Any], started: float) -> None:
-        entries.append(entry)
-        timings[entry["name"]] = round(time.perf_counter() - started, 3)
-        if on_stage is not None:
-            on_stage(entry)
-
     try:
-        # collect
-        started = time.perf_counter()
-        collected = read_posts(list(config.sources), format=config.source_format)
-        posts: list[Post] = list(collected.posts)
-        problems = [dict(vars(p)) for p in collected.problems]
-        errors = [p for p in problems if p.get("level", "error") == "error"]
-        if not posts:
-            # nothing was written but the marker and build.json: an earlier build's files are intact, and a folder
-            # this run made (holding nothing worth keeping) is removed again
-            if folder.created:
-                for name in (MARKER_FILE, "build.json", BUILD_SALT_FILE):
-                    (out / name).unlink(missing_ok=True)
-                with contextlib.suppress(OSError):
-                    (out / "stages").rmdir()  # held only the salt
-                with contextlib.suppress(OSError):
-                    out.rmdir()
-            detail = "; ".join(_describe(p) for p in errors[:3]) or "no file in a supported format"
-            skipped = list(getattr(collected, "skipped_files", []))
-            if skipped:
-                detail += f" (skipped: {', '.join(map(str, skipped[:5]))})"
-            raise ConfigError(f"no post could be read from {', '.join(map(str, config.sources))}: {detail}")
-        _write_jsonl(out, stages_dir / "collect.jsonl", posts)
-        _write_jsonl(out, stages_dir / "collect_problems.jsonl", problems)
-        finish(
-            {
-                "name": "collect",
-                "in": len(config.sources),
-                "out": len(posts),
-                "failures": len(errors),
-                "notes": len(problems) - len(errors),
-                "duplicates": getattr(collected, "duplicates", 0),
-            },
-            started,
-        )
-
-        # query
-        started = time.perf_counter()
-        queried = run_query(posts, keywords, launch_date=launch)
-        _write_jsonl(
-            out,
-            stages_dir / "query.jsonl",
-            [{"post_id": p.id, "matched": list(queried.matches[p.id])} for p in queried.kept],
-        )
-        finish(
-            {
-                "name": "query",
-                "in": len(posts),
-                "out": len(queried.kept),
-                "failures": 0,
-                "keywords": [k.term for k in keywords],
-                "yield_per_keyword": queried.yield_per_keyword,
-                "curated": queried.curated,
-                "outside_window": queried.outside_window,
-            },
-            started,
-        )
-
-        # relevance
-        started = time.perf_counter()
-        relevance = run_relevance(
-            queried.kept,
-            target_model=config.target_model,
-            caller=caller,
-            threshold=config.relevance_threshold,
-            progress=_label(config, "relevance"),
-        )
-        _write_jsonl(out, stages_dir / "relevance.jsonl", [vars(s) for s in relevance.scores])
-        histogram = {str(k): sum(1 for s in relevance.scores if s.score == k) for k in range(1, 6)}
-        finish(
-            {
-                "name": "relevance",
-                "in": len(queried.kept),
-                "out": len(relevance.kept),
-                "failures": len(relevance.failures),
-                "threshold": config.relevance_threshold,
-                "score_histogram": histogram,
-                "failed_ids": [f.record_id for f in relevance.failures],
-            },
-            started,
-        )
-
-        # threads
-        started = time.perf_counter()
-        threads = build_trees(
-            relevance.kept, posts, max_depth=config.max_depth, max_size=config.max_tree_size
-        )
-        _write_jsonl(out, stages_dir / "threads.jsonl", threads.trees)
-        finish(
-            {
-                "name": "threads",
-                "in": len(relevance.kept),
-                "out": len(threads.trees),
-                "failures": 0,
-                "posts_in_trees": sum(len(t.posts) for t in threads.trees),
-                "added_by_expansion": sum(len(t.posts) for t in threads.trees) - len(relevance.kept),
-                "duplicates_merged": threads.duplicates_merged,
-                "cycles_broken": threads.cycles_broken,
-                "self_replies": threads.self_replies,
-                "missing_parents": threads.missing_parents,
-                "truncated_trees": threads.truncated_trees,
-            },
-            started,
-        )
-
-        # extract
-        started = time.perf_counter()
-        extracted = run_extract(
-            threads.trees, target_model=config.target_model, caller=caller, progress=_label(config, "extract")
-        )
-        _write_jsonl(out, stages_dir / "extract.jsonl", extracted.samples)
-        finish(
-            {
-                "name": "extract",
-                "in": len(threads.trees),
-                "out": len(extracted.samples),
-                "failures": len(extracted.failures),
-                **sample_summary(extracted.samples),
-                "notes": extracted.notes,
-                "failed_ids": [f.record_id for f in extracted.failures],
-            },
-            started,
-        )
-
-        failures = [*relevance.failures, *extracted.failures]
-        samples, later_failures = _later_stages(
-            config, out, stages_dir, caller, extracted.samples, finish, history
-        )
-        failures += later_failures
+        for definition in stages:
+            started = time.perf_counter()
+            try:
+                output = _run_stage(definition, context)
+            except NoPostsError:
+                # nothing was written but the marker and build.json: an earlier build's files are intact, and a
+                # folder this run made (holding nothing worth keeping) is removed again
+                if folder.created:
+                    for name in (MARKER_FILE, "build.json", BUILD_SALT_FILE):
+                        (out / name).unlink(missing_ok=True)
+                    with contextlib.suppress(OSError):
+                        (out / "stages").rmdir()  # held only the salt
+                    with contextlib.suppress(OSError):
+                        out.rmdir()
+                raise
+            for name in definition.files or ():
+                if name in output.files:
+                    _write_jsonl(out, stages_dir / name, output.files[name])
+            entry = {"name": definition.name, **output.report}
+            entries.append(entry)
+            timings[definition.name] = round(time.perf_counter() - started, 3)
+            if on_stage is not None:
+                on_stage(entry)
         # ids must be unique for the dataset: never let a collision fail the write after every paid call
-        samples, duplicate_notes = unique_sample_ids(samples)
+        samples, duplicate_notes = unique_sample_ids(context.samples)
         _write_jsonl(out, stages_dir / "samples.jsonl", samples)
-        _write_jsonl(out, stages_dir / "failures.jsonl", [vars(f) for f in failures])
+        _write_jsonl(out, stages_dir / "failures.jsonl", [vars(f) for f in context.failures])
     finally:
         if cache is not None:
             cache.close()
 
+    versions: dict[str, Any] = {
+        "package": __version__,
+        "prompts": {d.name: d.version for d in stages if d.calls_model},
+    }
+    plugins = _plugin_stages(stages)
+    if plugins:
+        versions["plugin_stages"] = plugins
     report = {
         "echo_bench_version": __version__,
         "backend": caller.backend.backend_id if caller is not None else "rules",
@@ -478,153 +372,92 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         "target_model": config.target_model,
         "launch_date": str(config.launch_date) if config.launch_date else None,
         "sources": [str(s) for s in config.sources],
-        "versions": {
-            "package": __version__,
-            "prompts": {
-                "relevance": RELEVANCE_PROMPT.version,
-                "extract": EXTRACT_PROMPT.version,
-                "roles": ROLES_VERSION,
-                "templates": TEMPLATES_VERSION,
-                "screenshots": SCREENSHOTS_VERSION,
-                "tier": TIER_VERSION,
-                "applicability": APPLICABILITY_VERSION,
-            },
-        },
+        "versions": versions,
         "stages": entries,
     }
     if duplicate_notes:
         report["duplicate_ids"] = duplicate_notes
     # the dataset first (its files are all renamed into place together), then the report and the stage files:
     # until the dataset is written, a rebuild has changed none of a finished build's files
-    _write_dataset(config, out, samples, report, salt=salt, identifiers=author_identifiers(posts))
+    _write_dataset(config, out, samples, report, salt=salt, identifiers=author_identifiers(context.posts))
     _write_json(out / REPORT_FILE, report, root=out)
     _commit(folder)
-    stats: dict[str, Any] = {"wall_time_s": timings, **history}
+    stats: dict[str, Any] = {"wall_time_s": timings, **context.run_stats}
     if caller is not None:
         stats["model_calls"] = vars(caller.stats)
     _write_json(out / "run_stats.json", stats, root=out)
     mark_output(out, "build", complete=True)
-    return BuildResult(out, samples, threads.trees, report)
+    return BuildResult(out, samples, context.trees, report)
 
 
-def _later_stages(
-    config: BuildConfig,
-    out: Path,
-    stages_dir: Path,
-    caller: Any,
-    samples: list[Sample],
-    finish: Callable[[dict[str, Any], float], None],
-    history: dict[str, Any],
-) -> tuple[list[Sample], list[Any]]:
-    """media -> roles -> templates -> screenshots -> tier -> applicability; each writes its stage file.
+def _run_stage(definition: Any, context: Any) -> Any:
+    """Run one stage; a plugin stage's exception or malformed output becomes a :class:`StageError` naming it."""
+    from echo_builder.stages.registry import STAGES, StageError, StageOutput
 
-    Media counts that depend on what an earlier (killed) run already stored, ``download`` and ``store``, go to
-    ``history`` (``run_stats.json``), not to the report, so a resumed build's report equals an uninterrupted one's.
-    """
-    from echo_builder.stages.media import MediaStore, run_media
-    from echo_builder.stages.roles import run_roles
-    from echo_builder.stages.templates_screenshots import run_screenshots, run_templates
-    from echo_builder.stages.tier import route, run_applicability, run_tier
-
-    store_root = Path(config.media_store) if config.media_store else out / "media"
-    failures: list[Any] = []
-
-    started = time.perf_counter()
-    media_policy = _media_policy(config)
-    media = run_media(
-        samples,
-        MediaStore(store_root),
-        offline=config.offline,
-        allow=media_policy,
-        concurrency=config.concurrency,
-    )
-    failures += media.failures
-    _write_jsonl(out, stages_dir / "media.jsonl", media.samples)
-    finish(
-        {
-            "name": "media",
-            "in": len(samples),
-            "out": len(media.samples),
-            "failures": len(media.failures),
-            **{k: v for k, v in media.counts.items() if k not in ("samples", "download", "store")},
-        },
-        started,
-    )
-    samples = media.samples
-    history["media_sources"] = {k: media.counts.get(k, 0) for k in ("download", "store")}
-
-    for name, stage in (("roles", run_roles), ("templates", run_templates), ("screenshots", run_screenshots)):
-        started = time.perf_counter()
-        done = stage(samples, caller=caller, store_root=store_root, progress=_label(config, name))
-        failures += done.failures
-        _write_jsonl(out, stages_dir / f"{name}.jsonl", done.samples)
-        finish(
-            {
-                "name": name,
-                "in": len(samples),
-                "out": len(done.samples),
-                "failures": len(done.failures),
-                "notes": done.notes,
-                **getattr(done, "info", {}),  # e.g. the screenshots stage's box_format
-            },
-            started,
+    entry = STAGES.entry(definition.name)
+    if entry.builtin:
+        return definition.run(context)
+    where = f"the plugin stage {definition.name!r} ({entry.origin})"
+    try:
+        output = definition.run(context)
+    except EchoError:
+        raise
+    except Exception as exc:  # third-party code: its failure is named, with the way to build without it
+        raise StageError(
+            f"{where} failed: {type(exc).__name__}: {exc}; build without it with --skip-stage {definition.name}"
+        ) from exc
+    if not isinstance(output, StageOutput) or not isinstance(output.report, dict):
+        raise StageError(f"{where} returned {type(output).__name__}, not a StageOutput")
+    missing = [k for k in ("in", "out", "failures") if type(output.report.get(k)) is not int]
+    undeclared = sorted(set(output.files) - set(definition.files or ()))
+    if missing or "name" in output.report or undeclared:
+        problem = (
+            f"its report needs integer {missing}"
+            if missing
+            else "its report may not set 'name'"
+            if "name" in output.report
+            else f"it wrote stage files it does not declare: {undeclared}"
         )
-        samples = done.samples
+        raise StageError(f"{where} returned an unusable StageOutput: {problem}")
+    for key, value in output.report.items():
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+            raise StageError(
+                f"{where} returned a report whose field {key!r} is not JSON (no NaN, infinity or objects): {shown}"
+            ) from None
+    # what later stages read must still be what they expect (a plugin may replace any field)
+    from echo_builder.records import Post, Sample, Tree
+    from echo_builder.stages.base import StageFailure
 
-    started = time.perf_counter()
-    tier_result = run_tier(samples, caller=caller, store_root=store_root, progress=_label(config, "tier"))
-    failures += tier_result.failures
-    tiered = tier_result.samples
-    counts = {
-        label: sum(1 for t in tiered if t.tier == label)
-        for label in ("Benchmark", "Analysis", "Manual Review", "Discard")
-    }
-    reasons = {r: sum(1 for t in tiered if t.review == r) for r in ("prompt", "input image", "output image")}
-    _write_jsonl(out, stages_dir / "tier.jsonl", tiered)
-    finish(
-        {
-            "name": "tier",
-            "in": len(samples),
-            "out": len(tiered),
-            "failures": len(tier_result.failures),
-            **counts,
-            "review_reasons": reasons,
-        },
-        started,
-    )
+    for name, kind in (("posts", Post), ("selected", Post), ("trees", Tree), ("samples", Sample)):
+        value = getattr(context, name)
+        wrong = (
+            next((i for i, item in enumerate(value) if not isinstance(item, kind)), None)
+            if isinstance(value, list)
+            else -1
+        )
+        if wrong is not None:
+            found = type(value).__name__ if wrong < 0 else f"a {type(value[wrong]).__name__} at index {wrong}"
+            raise StageError(f"{where} left context.{name} holding {found}, not a list of {kind.__name__}")
+    if not isinstance(context.failures, list) or not all(
+        isinstance(f, StageFailure) for f in context.failures
+    ):
+        raise StageError(f"{where} left context.failures holding something other than StageFailure records")
+    return output
 
-    started = time.perf_counter()
-    flagged = run_applicability(
-        tiered, caller=caller, store_root=store_root, progress=_label(config, "applicability")
-    )
-    failures += flagged.failures
-    _write_jsonl(out, stages_dir / "applicability.jsonl", flagged.samples)
-    configs = {
-        c: sum(1 for x in flagged.samples if route(x) == c)
-        for c in ("image_to_image", "text_to_image", "analysis")
-    }
-    flags = {
-        name: {
-            str(v).lower(): sum(
-                1 for x in flagged.samples if route(x) and getattr(x.applicability, name) is v
-            )
-            for v in (True, False, None)
-        }
-        for name in ApplicabilityFlags.model_fields  # the dataset's flag columns, in their order
-    }
-    finish(
-        {
-            "name": "applicability",
-            "in": len(tiered),
-            "out": len(flagged.samples),
-            "failures": len(flagged.failures),
-            "configs": configs,
-            "dropped": sum(1 for x in flagged.samples if route(x) is None),
-            "flags": flags,
-        },
-        started,
-    )
-    return flagged.samples, failures
+
+def _plugin_stages(stages: Sequence[Any]) -> dict[str, dict[str, str]]:
+    """Version and origin of each plugin stage that ran (``versions.plugin_stages`` of the report)."""
+    from echo_builder.stages.registry import STAGES
+
+    plugins: dict[str, dict[str, str]] = {}
+    for definition in stages:
+        entry = STAGES.entry(definition.name)
+        if not entry.builtin:
+            plugins[definition.name] = {"version": definition.version, "origin": entry.origin}
+    return plugins
 
 
 def _salt(config: BuildConfig, out: Path | None) -> str:
@@ -670,22 +503,6 @@ def _write_dataset(
     )
 
 
-def _media_policy(config: BuildConfig) -> Any:
-    """The media stage's :class:`~echo_builder.stages.media.MediaPolicy`; ConfigError for a bad entry."""
-    from echo_builder.stages.media import LOOPBACK, MediaPolicy
-
-    if isinstance(config.media_allow, str):  # one entry given as a string, not a list of characters
-        raise ConfigError(
-            f"media_allow must be a list of HOST[:PORT] or CIDR entries, got {config.media_allow!r}"
-        )
-    entries = [*config.media_allow, *(LOOPBACK if config.allow_private_media else ())]
-    return MediaPolicy.from_entries(entries)
-
-
-def _label(config: BuildConfig, stage: str) -> str | None:
-    return stage if config.progress else None
-
-
 def _caller(config: BuildConfig) -> Any:
     """The model caller for ``config.backend`` (``None`` for rules); its cache is attached once the folder exists.
     The call limits are checked first, for every backend (a bad number fails before anything is written)."""
@@ -708,11 +525,6 @@ def _caller(config: BuildConfig) -> Any:
         timeout_s=config.timeout_s,
         retry=RetryPolicy(max_attempts=config.max_attempts),
     )
-
-
-def _describe(problem: dict[str, Any]) -> str:
-    where = str(problem.get("file")) + (f" ({problem['location']})" if problem.get("location") else "")
-    return f"{where}: {problem.get('reason')}"
 
 
 def _snapshots(cache_dir: str | Path, backend_id: str) -> set[str]:

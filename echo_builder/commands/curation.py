@@ -113,6 +113,14 @@ __all__ = ["build", "publish"]
     "posts and images remain their authors' and are shared for research evaluation. Set an open license such as "
     "cc-by-4.0 only if you hold the rights to grant it.",
 )
+@click.option(
+    "--skip-stage",
+    "skip_stages",
+    multiple=True,
+    metavar="NAME",
+    help="Leave out this plugin stage (installed through the echo_bench.stages entry point); repeatable. The "
+    "built-in stages always run.",
+)
 def build(
     sources: tuple[str, ...],
     out_dir: str,
@@ -135,11 +143,12 @@ def build(
     pseudonymize: bool,
     salt_file: str | None,
     license_id: str,
+    skip_stages: tuple[str, ...],
 ) -> None:
     """Curate posts from SOURCES (export files or folders) into benchmark samples.
 
     Stages: collect, query, relevance, threads, extract, media, roles, templates, screenshots, tier,
-    applicability. Writes OUT/stages/*.jsonl, OUT/report.json and the dataset itself: OUT/<config>/*.parquet
+    applicability, and any installed plugin stage in its declared place. Writes OUT/stages/*.jsonl, OUT/report.json and the dataset itself: OUT/<config>/*.parquet
     with OUT/README.md, readable with datasets.load_dataset(OUT, "text_to_image") and ready for `publish`.
     """
     from echo_builder.pipeline import BuildConfig
@@ -178,6 +187,7 @@ def build(
         pseudonymize=pseudonymize,
         salt_file=salt_file,
         license=license_id,
+        skip_stages=skip_stages,
     )
     header_shown = False
 

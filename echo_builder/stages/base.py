@@ -9,12 +9,15 @@ no model at all (``--backend rules``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from echo_builder.backends.base import GenerationParams, Message, TextPart
 from echo_builder.backends.caller import CallRequest
 
-__all__ = ["PromptTemplate", "StageFailure"]
+if TYPE_CHECKING:
+    from echo_builder.stages.registry import StageContext, StageOutput
+
+__all__ = ["PromptTemplate", "StageFailure", "sample_stage"]
 
 
 @dataclass(frozen=True)
@@ -48,3 +51,28 @@ class StageFailure:
     record_id: str
     reason: str
     raw_text: str = ""
+
+
+def sample_stage(context: StageContext, name: str, run: Any) -> StageOutput:
+    """Run a stage that maps samples to samples (roles, templates, screenshots) and shape its output.
+
+    ``run(samples, caller=, store_root=, progress=)`` returns an object with ``samples``, ``failures``, ``notes``
+    and optionally ``info`` (extra report fields such as the screenshots stage's ``box_format``). The samples
+    replace ``context.samples``, the failures join ``context.failures``, and the stage file is ``NAME.jsonl``.
+    """
+    from echo_builder.stages.registry import StageOutput
+
+    samples = context.samples
+    done = run(samples, caller=context.caller, store_root=context.store_root, progress=context.progress(name))
+    context.failures.extend(done.failures)
+    context.samples = done.samples
+    return StageOutput(
+        {
+            "in": len(samples),
+            "out": len(done.samples),
+            "failures": len(done.failures),
+            "notes": done.notes,
+            **getattr(done, "info", {}),
+        },
+        files={f"{name}.jsonl": done.samples},
+    )

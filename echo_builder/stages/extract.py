@@ -30,6 +30,7 @@ from echo_builder.backends.rules import register_rule
 from echo_builder.ids import sample_id
 from echo_builder.records import Feedback, Post, Sample, Tree
 from echo_builder.stages.base import PromptTemplate, StageFailure
+from echo_builder.stages.registry import StageContext, StageDefinition, StageOutput, declare_stage
 
 __all__ = [
     "EXTRACT_PROMPT",
@@ -412,3 +413,51 @@ def sample_summary(samples: Sequence[Sample]) -> dict[str, Any]:
     out["fill_in_the_blank"] = sum(1 for s in samples if s.prompt_fill_blank)
     out["needs_input_images"] = sum(1 for s in samples if s.needs_input_images)
     return out
+
+
+def run_extract_stage(context: StageContext) -> StageOutput:
+    """Distil ``context.trees`` into benchmark samples -> ``context.samples``."""
+    trees = context.trees
+    extracted = run_extract(
+        trees,
+        target_model=context.config.target_model,
+        caller=context.caller,
+        progress=context.progress("extract"),
+    )
+    context.samples = extracted.samples
+    context.failures.extend(extracted.failures)
+    return StageOutput(
+        {
+            "in": len(trees),
+            "out": len(extracted.samples),
+            "failures": len(extracted.failures),
+            **sample_summary(extracted.samples),
+            "notes": extracted.notes,
+            "failed_ids": [f.record_id for f in extracted.failures],
+        },
+        files={"extract.jsonl": extracted.samples},
+    )
+
+
+STAGE = declare_stage(
+    StageDefinition(
+        name="extract",
+        version=EXTRACT_PROMPT.version,
+        run=run_extract_stage,
+        after="threads",
+        reads=("trees",),
+        writes=("samples", "failures"),
+        report_fields=(
+            "samples",
+            "Benchmark",
+            "Analysis",
+            "Trash",
+            "fill_in_the_blank",
+            "needs_input_images",
+            "notes",
+            "failed_ids",
+        ),
+        calls_model=True,
+        description="distil each reply tree into samples: prompt, images, feedback, quality label",
+    )
+)

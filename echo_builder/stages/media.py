@@ -48,7 +48,7 @@ from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 from echo_builder import imaging
-from echo_builder.errors import ImageError
+from echo_builder.errors import ConfigError, ImageError
 from echo_builder.records import MediaRef, Sample
 from echo_builder.stages.base import StageFailure
 from echo_builder.stages.media_policy import (
@@ -59,6 +59,7 @@ from echo_builder.stages.media_policy import (
     embedded_ipv4,
     host_name,
 )
+from echo_builder.stages.registry import StageContext, StageDefinition, StageOutput, declare_stage
 
 __all__ = [
     "LOOPBACK",
@@ -776,3 +777,63 @@ def run_media(samples: Sequence[Sample], store: MediaStore, **fetch_options: Any
         )
     counts["failed_refs"] = len(failures)
     return MediaResult(out, failures, counts)
+
+
+MEDIA_VERSION = "media-v1"
+
+
+def media_policy(config: Any) -> MediaPolicy:
+    """The media stage's :class:`MediaPolicy` from ``config.media_allow`` (and the deprecated
+    ``allow_private_media``); :class:`ConfigError` for a bad entry."""
+    if isinstance(config.media_allow, str):  # one entry given as a string, not a list of characters
+        raise ConfigError(
+            f"media_allow must be a list of HOST[:PORT] or CIDR entries, got {config.media_allow!r}"
+        )
+    entries = [*config.media_allow, *(LOOPBACK if config.allow_private_media else ())]
+    return MediaPolicy.from_entries(entries)
+
+
+def run_media_stage(context: StageContext) -> StageOutput:
+    """Resolve every image of ``context.samples`` into the media store (downloads honour ``--offline`` and
+    ``--media-allow``).
+
+    The counts that depend on what an earlier (killed) run already stored, ``download`` and ``store``, go to
+    ``context.run_stats`` (``run_stats.json``), not to the report, so a resumed build's report equals an
+    uninterrupted one's.
+    """
+    config = context.config
+    samples = context.samples
+    media = run_media(
+        samples,
+        MediaStore(context.store_root),
+        offline=config.offline,
+        allow=context.prepared["media"],
+        concurrency=config.concurrency,
+    )
+    context.failures.extend(media.failures)
+    context.samples = media.samples
+    context.run_stats["media_sources"] = {k: media.counts.get(k, 0) for k in ("download", "store")}
+    return StageOutput(
+        {
+            "in": len(samples),
+            "out": len(media.samples),
+            "failures": len(media.failures),
+            **{k: v for k, v in media.counts.items() if k not in ("samples", "download", "store")},
+        },
+        files={"media.jsonl": media.samples},
+    )
+
+
+STAGE = declare_stage(
+    StageDefinition(
+        name="media",
+        version=MEDIA_VERSION,
+        run=run_media_stage,
+        after="extract",
+        reads=("samples",),
+        writes=("samples", "failures", "run_stats"),
+        report_fields=("refs", "distinct", "local", "error", "failed_refs"),
+        prepare=media_policy,
+        description="store every referenced image once, content-addressed (safe downloads, local files)",
+    )
+)

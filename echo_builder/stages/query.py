@@ -12,13 +12,16 @@ query and are counted as ``curated``.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 from echo_builder.errors import ConfigError
 from echo_builder.records import Post
+from echo_builder.stages.registry import StageContext, StageDefinition, StageOutput, declare_stage
 
 __all__ = ["Keyword", "QueryResult", "default_keywords", "load_keywords", "parse_launch_date", "run_query"]
 
@@ -209,3 +212,64 @@ def run_query(
             if len(hits) == 1:
                 result.yield_per_keyword[hits[0]]["only"] += 1
     return result
+
+
+QUERY_VERSION = "query-v1"
+
+
+def prepare_query(config: Any) -> tuple[list[Keyword], datetime | None]:
+    """The keywords (``config.keywords_file``, else the target model's name) and the parsed launch date.
+
+    Raises :class:`ConfigError` for an unreadable keyword file, a bad date, or windowed keywords without a date;
+    warns when there is no keyword at all (every post is kept).
+    """
+    keywords = (
+        load_keywords(config.keywords_file) if config.keywords_file else default_keywords(config.target_model)
+    )
+    if not keywords:
+        warnings.warn(
+            "no --target-model and no --keywords: the query stage keeps every post (only relevance filters them)",
+            stacklevel=4,
+        )
+    launch = parse_launch_date(config.launch_date)
+    if launch is None and any(k.window_days is not None for k in keywords):
+        raise ConfigError(
+            "time-windowed keywords need the target model's launch date (--launch-date YYYY-MM-DD)"
+        )
+    return keywords, launch
+
+
+def run_query_stage(context: StageContext) -> StageOutput:
+    """``context.posts`` matching the keywords -> ``context.selected``."""
+    keywords, launch = context.prepared["query"]
+    queried = run_query(context.posts, keywords, launch_date=launch)
+    context.selected = queried.kept
+    return StageOutput(
+        {
+            "in": len(context.posts),
+            "out": len(queried.kept),
+            "failures": 0,
+            "keywords": [k.term for k in keywords],
+            "yield_per_keyword": queried.yield_per_keyword,
+            "curated": queried.curated,
+            "outside_window": queried.outside_window,
+        },
+        files={
+            "query.jsonl": [{"post_id": p.id, "matched": list(queried.matches[p.id])} for p in queried.kept]
+        },
+    )
+
+
+STAGE = declare_stage(
+    StageDefinition(
+        name="query",
+        version=QUERY_VERSION,
+        run=run_query_stage,
+        after="collect",
+        reads=("posts",),
+        writes=("selected",),
+        report_fields=("keywords", "yield_per_keyword", "curated", "outside_window"),
+        prepare=prepare_query,
+        description="keep the posts matching the keywords (time-windowed around the launch date)",
+    )
+)

@@ -25,6 +25,7 @@ from echo_builder.backends.rules import register_rule
 from echo_builder.judge.prompts import quote_slot
 from echo_builder.records import Post
 from echo_builder.stages.base import PromptTemplate, StageFailure
+from echo_builder.stages.registry import StageContext, StageDefinition, StageOutput, declare_stage
 
 __all__ = [
     "RELEVANCE_PROMPT",
@@ -191,3 +192,45 @@ def run_relevance(
         if keep:
             kept.append(post)
     return RelevanceResult(kept, scores, failures)
+
+
+def run_relevance_stage(context: StageContext) -> StageOutput:
+    """Score ``context.selected`` (1-5) and keep those at or above ``config.relevance_threshold``."""
+    config = context.config
+    posts = context.selected
+    relevance = run_relevance(
+        posts,
+        target_model=config.target_model,
+        caller=context.caller,
+        threshold=config.relevance_threshold,
+        progress=context.progress("relevance"),
+    )
+    context.selected = relevance.kept
+    context.failures.extend(relevance.failures)
+    histogram = {str(k): sum(1 for s in relevance.scores if s.score == k) for k in range(1, 6)}
+    return StageOutput(
+        {
+            "in": len(posts),
+            "out": len(relevance.kept),
+            "failures": len(relevance.failures),
+            "threshold": config.relevance_threshold,
+            "score_histogram": histogram,
+            "failed_ids": [f.record_id for f in relevance.failures],
+        },
+        files={"relevance.jsonl": [vars(s) for s in relevance.scores]},
+    )
+
+
+STAGE = declare_stage(
+    StageDefinition(
+        name="relevance",
+        version=RELEVANCE_PROMPT.version,
+        run=run_relevance_stage,
+        after="query",
+        reads=("selected",),
+        writes=("selected", "failures"),
+        report_fields=("threshold", "score_histogram", "failed_ids"),
+        calls_model=True,
+        description="score each post's relevance to the target model (1-5) and keep those at the threshold",
+    )
+)

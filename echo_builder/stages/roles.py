@@ -25,8 +25,9 @@ from echo_builder.backends.caller import CallRequest, ModelCaller
 from echo_builder.backends.rules import register_rule
 from echo_builder.judge.prompts import quote_slot
 from echo_builder.records import MediaRef, Sample
-from echo_builder.stages.base import StageFailure
+from echo_builder.stages.base import StageFailure, sample_stage
 from echo_builder.stages.extract import find_placeholders
+from echo_builder.stages.registry import StageContext, StageDefinition, StageOutput, declare_stage
 
 __all__ = ["ROLES_VERSION", "RolesAnswer", "RolesResult", "apply_roles", "rules_roles", "run_roles"]
 
@@ -164,3 +165,23 @@ def run_roles(
                 continue
             result.samples[i] = apply_roles(samples[i], answer.value, result.notes)
     return result
+
+
+def run_roles_stage(context: StageContext) -> StageOutput:
+    """Re-split each sample's images into inputs and outputs (``context.samples`` replaced)."""
+    return sample_stage(context, "roles", run_roles)
+
+
+STAGE = declare_stage(
+    StageDefinition(
+        name="roles",
+        version=ROLES_VERSION,
+        run=run_roles_stage,
+        after="media",
+        reads=("samples",),
+        writes=("samples", "failures"),
+        report_fields=("notes",),
+        calls_model=True,
+        description="tell each sample's input images from the target model's outputs",
+    )
+)

@@ -35,7 +35,8 @@ from echo_builder.errors import ImageError
 from echo_builder.ids import sample_id
 from echo_builder.judge.prompts import quote_slot
 from echo_builder.records import BoundingBox, MediaRef, Sample
-from echo_builder.stages.base import StageFailure
+from echo_builder.stages.base import StageFailure, sample_stage
+from echo_builder.stages.registry import StageContext, StageDefinition, StageOutput, declare_stage
 
 __all__ = [
     "CROP_MARGIN_PX",
@@ -342,3 +343,42 @@ def run_screenshots(
             update["prompt"] = answer.value.prompt.strip()
         result.samples[i] = sample.model_copy(update=update)
     return result
+
+
+def run_templates_stage(context: StageContext) -> StageOutput:
+    """Fill each fill-in-the-blank prompt from its outputs (``context.samples`` replaced)."""
+    return sample_stage(context, "templates", run_templates)
+
+
+def run_screenshots_stage(context: StageContext) -> StageOutput:
+    """Read prompts and image boxes from conversation screenshots (``context.samples`` replaced)."""
+    return sample_stage(context, "screenshots", run_screenshots)
+
+
+# two stages of one module: they share the VLM request helpers above
+TEMPLATES_STAGE = declare_stage(
+    StageDefinition(
+        name="templates",
+        version=TEMPLATES_VERSION,
+        run=run_templates_stage,
+        after="roles",
+        reads=("samples",),
+        writes=("samples", "failures"),
+        report_fields=("notes",),
+        calls_model=True,
+        description="fill each fill-in-the-blank prompt from the images it produced",
+    )
+)
+SCREENSHOTS_STAGE = declare_stage(
+    StageDefinition(
+        name="screenshots",
+        version=SCREENSHOTS_VERSION,
+        run=run_screenshots_stage,
+        after="templates",
+        reads=("samples",),
+        writes=("samples", "failures"),
+        report_fields=("notes", "box_format", "screenshot_max_long_side_px", "screenshot_size_multiple_px"),
+        calls_model=True,
+        description="read prompts and image boxes from conversation screenshots and crop the images",
+    )
+)

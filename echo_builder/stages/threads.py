@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from echo_builder.records import Post, Tree
+from echo_builder.stages.registry import StageContext, StageDefinition, StageOutput, declare_stage
 
 __all__ = ["ThreadsResult", "build_trees", "canonical_url"]
 
@@ -220,3 +221,52 @@ def build_trees(
         )
     result.trees.sort(key=lambda t: _order_key(t.post(t.root_id)))
     return result
+
+
+THREADS_VERSION = "threads-v1"
+
+
+def run_threads_stage(context: StageContext) -> StageOutput:
+    """Expand each selected post into its reply tree (from every collected post) -> ``context.trees``."""
+    config = context.config
+    roots = context.selected
+    threads = build_trees(roots, context.posts, max_depth=config.max_depth, max_size=config.max_tree_size)
+    context.trees = threads.trees
+    in_trees = sum(len(t.posts) for t in threads.trees)
+    return StageOutput(
+        {
+            "in": len(roots),
+            "out": len(threads.trees),
+            "failures": 0,
+            "posts_in_trees": in_trees,
+            "added_by_expansion": in_trees - len(roots),
+            "duplicates_merged": threads.duplicates_merged,
+            "cycles_broken": threads.cycles_broken,
+            "self_replies": threads.self_replies,
+            "missing_parents": threads.missing_parents,
+            "truncated_trees": threads.truncated_trees,
+        },
+        files={"threads.jsonl": threads.trees},
+    )
+
+
+STAGE = declare_stage(
+    StageDefinition(
+        name="threads",
+        version=THREADS_VERSION,
+        run=run_threads_stage,
+        after="relevance",
+        reads=("selected", "posts"),
+        writes=("trees",),
+        report_fields=(
+            "posts_in_trees",
+            "added_by_expansion",
+            "duplicates_merged",
+            "cycles_broken",
+            "self_replies",
+            "missing_parents",
+            "truncated_trees",
+        ),
+        description="rebuild each kept post's reply tree (ancestors, self-threads, replies), bounded",
+    )
+)

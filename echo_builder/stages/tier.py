@@ -31,6 +31,7 @@ from echo_builder.backends.rules import register_rule
 from echo_builder.judge.prompts import quote_slot
 from echo_builder.records import ApplicabilityFlags, ReviewReason, Sample, Tier
 from echo_builder.stages.base import StageFailure
+from echo_builder.stages.registry import StageContext, StageDefinition, StageOutput, declare_stage
 
 __all__ = [
     "APPLICABILITY_VERSION",
@@ -279,3 +280,89 @@ def run_applicability(
                 update={"applicability": ApplicabilityFlags(**flags.model_dump())}
             )
     return result
+
+
+TIERS = ("Benchmark", "Analysis", "Manual Review", "Discard")
+REVIEW_REASONS = ("prompt", "input image", "output image")
+CONFIGS = ("image_to_image", "text_to_image", "analysis")
+
+
+def run_tier_stage(context: StageContext) -> StageOutput:
+    """The final tier and review reason of every sample (``context.samples`` replaced)."""
+    samples = context.samples
+    result = run_tier(
+        samples, caller=context.caller, store_root=context.store_root, progress=context.progress("tier")
+    )
+    context.failures.extend(result.failures)
+    context.samples = tiered = result.samples
+    return StageOutput(
+        {
+            "in": len(samples),
+            "out": len(tiered),
+            "failures": len(result.failures),
+            **{label: sum(1 for t in tiered if t.tier == label) for label in TIERS},
+            "review_reasons": {r: sum(1 for t in tiered if t.review == r) for r in REVIEW_REASONS},
+        },
+        files={"tier.jsonl": tiered},
+    )
+
+
+def run_applicability_stage(context: StageContext) -> StageOutput:
+    """The metric applicability flags of every Benchmark sample, and the dataset config each sample goes to."""
+    samples = context.samples
+    flagged = run_applicability(
+        samples,
+        caller=context.caller,
+        store_root=context.store_root,
+        progress=context.progress("applicability"),
+    )
+    context.failures.extend(flagged.failures)
+    context.samples = flagged.samples
+    routed = [(x, route(x)) for x in flagged.samples]
+    flags = {
+        name: {
+            str(v).lower(): sum(1 for x, config in routed if config and getattr(x.applicability, name) is v)
+            for v in (True, False, None)
+        }
+        for name in ApplicabilityFlags.model_fields
+    }
+    return StageOutput(
+        {
+            "in": len(samples),
+            "out": len(flagged.samples),
+            "failures": len(flagged.failures),
+            "configs": {c: sum(1 for _, config in routed if config == c) for c in CONFIGS},
+            "dropped": sum(1 for _, config in routed if config is None),
+            "flags": flags,
+        },
+        files={"applicability.jsonl": flagged.samples},
+    )
+
+
+# two stages of one module: the tier decides the config (``route``) that applicability flags are counted in
+TIER_STAGE = declare_stage(
+    StageDefinition(
+        name="tier",
+        version=TIER_VERSION,
+        run=run_tier_stage,
+        after="screenshots",
+        reads=("samples",),
+        writes=("samples", "failures"),
+        report_fields=(*TIERS, "review_reasons"),
+        calls_model=True,
+        description="final quality tier (Benchmark, Analysis, Manual Review, Discard) and what to review",
+    )
+)
+APPLICABILITY_STAGE = declare_stage(
+    StageDefinition(
+        name="applicability",
+        version=APPLICABILITY_VERSION,
+        run=run_applicability_stage,
+        after="tier",
+        reads=("samples",),
+        writes=("samples", "failures"),
+        report_fields=("configs", "dropped", "flags"),
+        calls_model=True,
+        description="which community metrics apply to each Benchmark sample; the dataset config it goes to",
+    )
+)

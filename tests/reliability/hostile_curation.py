@@ -426,3 +426,43 @@ def flow_release(case: dict[str, Any], ws: Workspace) -> Observed:
         if shots:
             facts["crop_size"] = list(Image.open(io.BytesIO(shots[0]["input_images"][0]["bytes"])).size)
     return Observed(result.exit_code, result.output, result.exception, facts, _read_record(ws))
+
+
+def flow_plugin_stage(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``build`` of the corpus's good collection case with FILE installed as a plugin module (a fake distribution
+    ``echo-hostile``; ``input.entry_points``: entry-point name -> ``module:ATTR`` in group ``echo_bench.stages``,
+    the module named after FILE's stem) and the extra options ``input.args``. Without FILE, only the options.
+    Facts: ``stages`` (the report's stage names, ``None`` without a report) and ``error`` (the output's ``error:``
+    line or ``None``); the ``where`` ``plugin_problems`` holds the reported problems of stage plugins."""
+    from echo_builder.registry import plugin_problems
+    from tests.helpers.fake_plugins import FakeSite
+
+    spec = case.get("input") or {}
+    site = FakeSite(ws.inputs / "site") if "file" in case else None
+    try:
+        if site is not None:
+            source = ws.source(case["file"])
+            site.install(
+                "echo-hostile",
+                {"echo_bench.stages": dict(spec.get("entry_points") or {})},
+                {source.name.removesuffix(".py"): source.read_text(encoding="utf-8")},
+            )
+        folder = _collection(ws, [HOSTILE / "collection" / "good"])
+        observed = _build(ws, folder, extra=tuple(spec.get("args") or ()))
+        problems = "\n".join(str(p) for p in plugin_problems() if p.group == "echo_bench.stages")
+    finally:
+        if site is not None:
+            site.close()
+    report = ws.out / "report.json"
+    errors = [line for line in observed.output.splitlines() if line.startswith("error:")]
+    observed.facts.update(
+        {
+            "stages": [s["name"] for s in json.loads(report.read_text())["stages"]]
+            if report.is_file()
+            else None,
+            "error": errors[0] if errors else None,
+        }
+    )
+    record = observed.record
+    observed.record = lambda where: problems if where == "plugin_problems" else record(where)  # type: ignore[method-assign]
+    return observed

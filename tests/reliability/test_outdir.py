@@ -760,12 +760,12 @@ def test_a_new_build_that_reads_nothing_leaves_no_folder_behind(ws):
 
 def test_a_write_error_without_a_path_names_the_output_folder(ws, monkeypatch):
     """A full disk inside a stage's own writer (no file name on the error) still names where: the --out folder."""
-    import echo_builder.pipeline as pipeline
+    import echo_builder.stages.media as media
 
     def full(*a: Any, **k: Any) -> Any:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(pipeline, "_later_stages", full)
+    monkeypatch.setattr(media, "run_media", full)
     out = ws["tmp"] / "out"
     _one_error(
         _build(ws["posts"], out), f"cannot write in {out}", "No space left on device", "the disk is full"
