@@ -38,12 +38,21 @@ from echo_builder.judge.prompts import (
     JudgePrompt,
     load_judge_prompt,
 )
+from echo_builder.judge.verdicts_file import (
+    RUN_FILE,
+    VERDICTS_FILE,
+    missing_models,
+    read_verdicts,
+    write_verdicts,
+)
 from echo_builder.records import Verdict
 from echo_builder.secrets import get_logger, redact
-from echo_dataset.safe_io import check_inside, claim_output, mark_output, open_atomic, write_text
+from echo_dataset.safe_io import check_inside, claim_output, mark_output, write_text
 
 __all__ = [
     "IMAGE_EXTENSIONS",
+    "RUN_FILE",
+    "VERDICTS_FILE",
     "JudgeRunResult",
     "check_output_matches",
     "discover_outputs",
@@ -54,8 +63,6 @@ __all__ = [
 
 log = get_logger(__name__)
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff"})
-VERDICTS_FILE = "verdicts.parquet"
-RUN_FILE = "run.json"
 
 
 def discover_outputs(outputs_dir: str | Path) -> dict[str, dict[str, Path]]:
@@ -110,34 +117,6 @@ def _identified(rows: Sequence[dict[str, Any]], where: str) -> list[dict[str, An
             seen.add(sample_id)
             kept.append(row)
     return kept
-
-
-def write_verdicts(verdicts: Sequence[Verdict], path: str | Path, *, root: str | Path | None = None) -> None:
-    """Write verdicts as Parquet atomically (temp file, then rename), so a crash never leaves half a file.
-
-    ``root`` is the folder the file must stay in (default: the file's own folder): no symbolic link below it is
-    followed (see :mod:`echo_dataset.safe_io`).
-    """
-    import pandas as pd
-
-    path = Path(path)
-    frame = pd.DataFrame([v.model_dump(mode="json") for v in verdicts], columns=list(Verdict.model_fields))
-    with open_atomic(path.parent if root is None else root, path) as f:
-        frame.to_parquet(f, index=False)
-
-
-def read_verdicts(path: str | Path) -> list[Verdict]:
-    """Verdicts from a Parquet file written by :func:`write_verdicts` (or a run folder holding one)."""
-    import pandas as pd
-
-    path = Path(path)
-    if path.is_dir():
-        path = path / VERDICTS_FILE
-    if not path.is_file():
-        raise ConfigError(f"no verdicts at {str(path)!r}; run `echo-bench judge ... --out RUN` first")
-    frame = pd.read_parquet(path)
-    rows = frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
-    return [Verdict.model_validate(row) for row in rows]
 
 
 @dataclass
@@ -209,7 +188,6 @@ def run_judging(
     Raises:
         ConfigError: no judges, no models, unknown mode, unreadable outputs, or a bad or unfitting prompt file.
     """
-    from echo_builder.judge.leaderboard import missing_models
     from echo_dataset.loading import read_config
 
     if not judges:
