@@ -7,7 +7,13 @@ from typing import Any
 
 import click
 
-from echo_builder.commands.options import MAX_CONCURRENCY, Number, call_limit_options, parse_options
+from echo_builder.commands.options import (
+    MAX_CONCURRENCY,
+    Number,
+    call_limit_options,
+    parse_options,
+    run_config_option,
+)
 from echo_builder.secrets import protect_logging, redact, register_secret
 
 __all__ = ["build", "publish"]
@@ -103,6 +109,7 @@ __all__ = ["build", "publish"]
     "posts and images remain their authors' and are shared for research evaluation. Set an open license such as "
     "cc-by-4.0 only if you hold the rights to grant it.",
 )
+@run_config_option
 def build(
     sources: tuple[str, ...],
     out_dir: str,

@@ -17,6 +17,8 @@ from echo_builder.commands.options import (
     Number,
     backend_options,
     call_limit_options,
+    run_config_option,
+    run_config_record,
 )
 
 __all__ = ["agreement", "judge", "leaderboard", "metrics"]
@@ -81,6 +83,7 @@ __all__ = ["agreement", "judge", "leaderboard", "metrics"]
     help="Judge prompt file (YAML) replacing the built-in prompt of --mode, e.g. to reproduce ECHO's released "
     "protocol; see docs/reproducing-echo.md.",
 )
+@run_config_option
 def judge(
     benchmark: str,
     config_name: str,
@@ -120,6 +123,7 @@ def judge(
         limit=limit,
         probability_scale=probability_scale,  # type: ignore[arg-type]
         judge_prompt=judge_prompt,
+        run_config=run_config_record(),
     )
     s = result.summary
     if not s:  # a non-main accelerate process: rank 0 reports
@@ -187,6 +191,7 @@ def judge(
 @click.option(
     "--format", "table_format", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True
 )
+@run_config_option
 def metrics(
     benchmark: str,
     config_name: str,

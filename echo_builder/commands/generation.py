@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from echo_builder.commands.options import MAX_LIMIT, MAX_SEED, Number, parse_options
+from echo_builder.commands.options import MAX_LIMIT, MAX_SEED, Number, parse_options, run_config_option
 
 __all__ = ["generate"]
 
@@ -58,6 +58,7 @@ _SHOWN_FAILURES = 5
     is_flag=True,
     help="Also retry samples recorded as refused or nsfw (errors are always retried).",
 )
+@run_config_option
 def generate(
     benchmark: str,
     config_name: str,

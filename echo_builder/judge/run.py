@@ -168,6 +168,7 @@ def run_judging(
     progress: bool = True,
     probability_scale: Literal["digits", "trig"] = "digits",
     judge_prompt: str | Path | JudgePrompt | None = None,
+    run_config: dict[str, Any] | None = None,
 ) -> JudgeRunResult:
     """Judge every (sample, model) of ``config`` with every judge spec and write the run folder.
 
@@ -184,6 +185,9 @@ def run_judging(
             ``mode``; its ``answer.kind`` must fit the mode (single: ``rating``, pairwise: ``preference``,
             probability: ``digits`` or ``trig`` as ``probability_scale``). Its identity (name, version with the
             content hash, source, SHA-256) goes into ``run.json`` and every verdict's ``prompt_version``.
+        run_config: the ``--run-config`` file the command read (path, SHA-256, its values and the keys the
+            command line overrode; :func:`echo_builder.commands.options.run_config_record`), kept in ``run.json``
+            under ``run_config`` when given.
 
     Raises:
         ConfigError: no judges, no models, unknown mode, unreadable outputs, or a bad or unfitting prompt file.
@@ -320,6 +324,8 @@ def run_judging(
         "statuses": dict(Counter(v.status for v in verdicts)),
         "wall_time_s": round(time.time() - started, 3),
     }
+    if run_config is not None:
+        summary["run_config"] = run_config
     write_text(out, out / RUN_FILE, redact(json.dumps(summary, indent=2, sort_keys=True)) + "\n")
     # (outputs matching no sample were warned about before any call: check_output_matches; run.json counts them)
     return JudgeRunResult(out, verdicts, summary)
