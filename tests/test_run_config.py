@@ -217,3 +217,24 @@ def test_judge_records_the_run_config(bench, openai_server, tmp_path: Path) -> N
     assert [v.model_dump(exclude={"latency_s"}) for v in plain] == [
         v.model_dump(exclude={"latency_s"}) for v in configured
     ]
+
+
+def test_the_docs_examples_use_only_known_keys() -> None:
+    """Each command's example in docs/run-config.md is a mapping of known keys with command-line-shaped values."""
+    import re
+
+    import yaml
+
+    from echo_builder.commands.options import _run_config_keys, _run_config_value
+    from tests.conftest import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / "run-config.md").read_text(encoding="utf-8")
+    for command in COMMANDS:
+        block = re.search(rf"## {command}\n\n```yaml\n(.*?)```", text, re.S)
+        assert block, command
+        data = yaml.safe_load(block.group(1))
+        keys = _run_config_keys(cli.commands[command])
+        assert set(data) <= set(keys), (command, set(data) - set(keys))
+        for key, value in data.items():
+            param, inverted = keys[key]
+            _run_config_value("docs", key, param, inverted, value)
