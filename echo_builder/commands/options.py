@@ -308,6 +308,8 @@ def read_run_config(
         raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader.make())  # a SafeLoader subclass
+    except RecursionError:  # PyYAML composes nested nodes recursively: '[[[[...' a million deep
+        raise ConfigError(f"{where}: not valid YAML: nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
@@ -326,11 +328,12 @@ def read_run_config(
     params: dict[str, str] = {}
     for key, value in data.items():
         if not isinstance(key, str) or not key:
-            raise ConfigError(f"{where}: key {key!r} is not an option name")
+            raise ConfigError(f"{where}: key {_clip(repr(key))} is not an option name")
         normal = key.replace("_", "-").removeprefix("--")
         if normal not in keys:
             raise ConfigError(
-                f"{where}: unknown key {key!r} for `echo-bench {name}`; known keys: {', '.join(sorted(keys))}"
+                f"{where}: unknown key {_clip(repr(key))} for `echo-bench {name}`; known keys: "
+                + ", ".join(sorted(keys))
             )
         param, inverted = keys[normal]
         assert param.name is not None
@@ -343,6 +346,8 @@ def read_run_config(
             param.type_cast_value(ctx or click.Context(command), converted)
         except click.ClickException as exc:
             raise ConfigError(f"{where}: key {key!r}: {' '.join(exc.format_message().split())}") from None
+        except (ValueError, TypeError, OSError) as exc:  # e.g. a path the operating system cannot take
+            raise ConfigError(f"{where}: key {key!r}: not accepted ({exc})") from None
         values[param.name] = converted
         shown[normal] = list(converted) if isinstance(converted, tuple) else converted
         params[normal] = param.name
@@ -355,7 +360,9 @@ def _run_config_value(where: str, key: str, param: click.Parameter, inverted: bo
     import datetime
 
     def wrong(expected: str, item: Any) -> ConfigError:
-        return ConfigError(f"{where}: key {key!r}: expected {expected}, got {type(item).__name__} {item!r}")
+        # a container is named by its type only: its repr can be huge (a YAML alias bomb expands on printing)
+        shown = "" if isinstance(item, (list, dict)) else " " + _clip(repr(item))
+        return ConfigError(f"{where}: key {key!r}: expected {expected}, got {type(item).__name__}{shown}")
 
     def scalar(item: Any) -> Any:
         if isinstance(item, bool):
@@ -364,6 +371,8 @@ def _run_config_value(where: str, key: str, param: click.Parameter, inverted: bo
             return item.isoformat()
         if isinstance(item, float) and not math.isfinite(item):
             raise wrong("a finite number", item)
+        if isinstance(item, str) and "\0" in item:  # no command line can hold one; paths cannot either
+            raise wrong("text without a NUL character", item)
         if isinstance(item, str) or (isinstance(item, (int, float)) and isinstance(param.type, Number)):
             return item
         if isinstance(item, (int, float)):
@@ -384,3 +393,7 @@ def _run_config_value(where: str, key: str, param: click.Parameter, inverted: bo
     if isinstance(value, (list, dict)):
         raise wrong("one value (the option is not repeatable)", value)
     return scalar(value)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
