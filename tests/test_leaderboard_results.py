@@ -158,8 +158,8 @@ def test_results_folder_loads_back_with_datasets(tmp_path: Path) -> None:
     folder = write_results_folder(
         board, verdicts, tmp_path / "staged", run_meta=read_run_meta(run), repo_id="me/r"
     )
-    results = datasets.load_dataset(str(folder), "results")["latest"]
-    details = datasets.load_dataset(str(folder), "details")["latest"]
+    results = datasets.load_dataset(str(folder), "results", cache_dir=str(tmp_path / "hf-cache"))["latest"]
+    details = datasets.load_dataset(str(folder), "details", cache_dir=str(tmp_path / "hf-cache"))["latest"]
     assert results.num_rows == 3 and details.num_rows == len(verdicts) == 36
     assert results["model"] == list(board.table["model"]) and results["rank"] == [1, 2, 3]
     assert results["win_rate"] == pytest.approx(list(board.table["win_rate"]))
@@ -228,7 +228,9 @@ def test_cli_push_to_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         "pushed the results" in result.output
         and "https://huggingface.co/datasets/me/results" in result.output
     )
-    loaded = datasets.load_dataset(str(tmp_path / "hub"), "results")["latest"]
+    loaded = datasets.load_dataset(str(tmp_path / "hub"), "results", cache_dir=str(tmp_path / "hf-cache"))[
+        "latest"
+    ]
     assert loaded["model"][0] == "alpha" and loaded.num_rows == 3
     # json stays parseable: the note goes to stderr
     again = _cli(str(run), "--format", "json", "--push-to-hub", "me/results", env={"HF_TOKEN": "hf_y"})
@@ -265,3 +267,40 @@ def test_cli_push_errors_before_any_work(tmp_path: Path, monkeypatch, args, env,
 def test_cli_push_needs_verdicts(tmp_path: Path) -> None:
     result = _cli("--example", "--push-to-hub", "me/x", env={"HF_TOKEN": "t"})
     assert result.exit_code != 0 and "give a judge RUN or --ratings" in result.output
+
+
+def test_published_metadata_names_no_local_user(tmp_path: Path) -> None:
+    """Absolute local paths in run.json become their last component; the home folder in a verdict's error is ``~``."""
+    import datasets
+
+    run = _run(tmp_path)
+    meta = read_run_meta(run)
+    meta["benchmark"] = "/home/alice/builds/lumen"
+    meta["judge_prompt"]["source"] = "/home/alice/prompts/mine.yaml"
+    meta["base_url"] = "http://127.0.0.1:8000/v1"
+    verdicts = read_verdicts(run)
+    home = str(Path.home())
+    verdicts[0] = verdicts[0].model_copy(
+        update={"status": "error", "rating": None, "error": f"cannot read {home}/outputs/alpha/s0.png"}
+    )
+    board = leaderboard_from_run(run, n_boot=20)
+    folder = write_results_folder(board, verdicts, tmp_path / "staged", run_meta=meta)
+    published = json.loads((folder / "run.json").read_text())
+    assert published["benchmark"] == "lumen" and published["judge_prompt"]["source"] == "mine.yaml"
+    assert published["base_url"] == "http://127.0.0.1:8000/v1" and published["config"] == "image_to_image"
+    assert (
+        datasets.load_dataset(str(folder), "results", cache_dir=str(tmp_path / "hf-cache"))["latest"][
+            "benchmark"
+        ]
+        == ["lumen"] * 3
+    )
+    errors = [
+        e
+        for e in datasets.load_dataset(str(folder), "details", cache_dir=str(tmp_path / "hf-cache"))[
+            "latest"
+        ]["error"]
+        if e
+    ]
+    assert errors[0] == "cannot read ~/outputs/alpha/s0.png"
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert "/home/alice" not in card and home not in card

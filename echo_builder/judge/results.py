@@ -11,7 +11,8 @@ lmms-eval's and the Open LLM Leaderboard's result and detail datasets:
   judge prompt versions);
 - ``details``: one row per verdict (the columns of :class:`~echo_builder.records.Verdict`);
 
-plus ``run.json`` (the judge run's metadata, when there is one) and a dataset card (``README.md``) naming the
+plus ``run.json`` (the judge run's metadata, when there is one, absolute local paths reduced to their last
+component) and a dataset card (``README.md``) naming the
 judge snapshots and prompt versions. :func:`push_results` uploads such a folder through an ``HfApi``-like object.
 ``datasets.load_dataset(FOLDER_OR_REPO, "results")`` reads it back.
 """
@@ -228,6 +229,30 @@ def read_run_meta(run_dir: str | Path) -> dict[str, Any] | None:
     return meta
 
 
+def _public(value: Any) -> Any:
+    """``value`` (run metadata) as it may be published: an absolute local path (``/home/alice/builds/lumen``, which
+    names the machine's user) becomes its last component (``lumen``); mappings and lists are walked."""
+    if isinstance(value, dict):
+        return {k: _public(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_public(v) for v in value]
+    if isinstance(value, str) and (
+        value.startswith(("/", "~")) or (len(value) > 2 and value[1:3] in (":\\", ":/"))
+    ):
+        return Path(value.replace("\\", "/")).name or value
+    return value
+
+
+def _public_text(text: str) -> str:
+    """Free text (a verdict's error) with the user's home folder shown as ``~`` and known secrets redacted."""
+    from echo_builder.secrets import redact
+
+    home = str(Path.home())
+    if len(home) > 1:
+        text = text.replace(home, "~")
+    return redact(text)
+
+
 def _verdict_schema() -> Any:
     """Arrow schema of the ``details`` config: one column per :class:`Verdict` field, strings, float64 or int64."""
     import typing
@@ -246,7 +271,7 @@ def _verdict_schema() -> Any:
 
 def _run_facts(verdicts: Sequence[Verdict], run_meta: Mapping[str, Any] | None) -> dict[str, Any]:
     """Judges, their reported snapshots and the judge prompt versions, from the verdicts (and ``run.json``)."""
-    meta = dict(run_meta or {})
+    meta = _public(dict(run_meta or {}))
     judges = sorted({v.judge for v in verdicts})
     snapshots: dict[str, set[str]] = {j: set() for j in judges}
     for v in verdicts:
@@ -310,15 +335,13 @@ def results_table(
 
 def details_table(verdicts: Sequence[Verdict]) -> Any:
     """The ``details`` config as an Arrow table: one row per verdict, the :class:`Verdict` fields as columns (text
-    with known secrets redacted)."""
+    with known secrets redacted and the user's home folder shown as ``~``)."""
     import pyarrow as pa
-
-    from echo_builder.secrets import redact
 
     rows = []
     for v in verdicts:
         row = v.model_dump(mode="json")
-        rows.append({k: redact(x) if isinstance(x, str) else x for k, x in row.items()})
+        rows.append({k: _public_text(x) if isinstance(x, str) else x for k, x in row.items()})
     return pa.Table.from_pylist(rows, schema=_verdict_schema())
 
 
@@ -443,7 +466,7 @@ def write_results_folder(
         with open_atomic(root, root / config / _SHARD) as f:
             pq.write_table(table, f)
     if run_meta is not None:
-        write_json(root, root / RUN_FILE, dict(run_meta), sort_keys=True)
+        write_json(root, root / RUN_FILE, _public(dict(run_meta)), sort_keys=True)
     write_text(root, root / "README.md", _card(board, verdicts, run_meta, repo_id))
     return root
 
