@@ -238,3 +238,41 @@ def test_the_docs_examples_use_only_known_keys() -> None:
         for key, value in data.items():
             param, inverted = keys[key]
             _run_config_value("docs", key, param, inverted, value)
+
+
+def test_build_records_the_run_config_and_leaves_other_reports_alone(tmp_path: Path) -> None:
+    """A rules build from a run config: report.json gains ``run_config``; the same build from the command line
+    writes a report without it (builds without a run config are unchanged)."""
+    from echo_builder.examples import demo
+
+    exports = Path(demo.__file__).parent / "exports"
+    path = _write(
+        tmp_path,
+        f"sources: [{exports}]\nout: {tmp_path / 'b1'}\ntarget-model: Lumen-2\nlaunch_date: 2025-06-10\n"
+        "offline: true\n",
+    )
+    result = CliRunner().invoke(cli, ["build", "--run-config", str(path)])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "b1" / "report.json").read_text(encoding="utf-8"))
+    assert report["run_config"]["values"] == {
+        "sources": [str(exports)],
+        "out": str(tmp_path / "b1"),
+        "target-model": "Lumen-2",
+        "launch-date": "2025-06-10",
+        "offline": True,
+    }
+    assert report["run_config"]["overridden"] == []
+    plain = CliRunner().invoke(
+        cli,
+        ["build", str(exports), "--out", str(tmp_path / "b2"), "--target-model", "Lumen-2", "--launch-date",
+         "2025-06-10", "--offline"],
+    )  # fmt: skip
+    assert plain.exit_code == 0, plain.output
+    report2 = json.loads((tmp_path / "b2" / "report.json").read_text(encoding="utf-8"))
+    assert "run_config" not in report2
+
+    # the same build either way (the pseudonym salt is random per build, so the counts are compared)
+    def counts(r: dict) -> list:
+        return [(e["name"], e["in"], e["out"], e["failures"]) for e in r["stages"]]
+
+    assert counts(report) == counts(report2) and counts(report)[-1][2] == 6
