@@ -304,3 +304,21 @@ def test_published_metadata_names_no_local_user(tmp_path: Path) -> None:
     assert errors[0] == "cannot read ~/outputs/alpha/s0.png"
     card = (folder / "README.md").read_text(encoding="utf-8")
     assert "/home/alice" not in card and home not in card
+
+
+def test_cli_push_network_failure_is_one_error_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub
+
+    class Down(FakeApi):
+        def upload_folder(self, **kwargs):
+            raise ConnectionError("Connection refused")
+
+    api = Down(tmp_path / "hub")
+    monkeypatch.setattr(huggingface_hub, "HfApi", lambda **kw: api)
+    result = _cli(str(_run(tmp_path)), "--push-to-hub", "me/x", env={"HF_TOKEN": "hf_secret_value"})
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and lines[-1].startswith(
+        "error: the Hugging Face Hub at huggingface.co failed"
+    )
+    assert "uploading the results to me/x" in lines[-1] and "nothing was published" in lines[-1]
+    assert "Traceback" not in result.output and "hf_secret_value" not in result.output
