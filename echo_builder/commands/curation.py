@@ -14,6 +14,8 @@ from echo_builder.commands.options import (
     RegistryHelpOption,
     call_limit_options,
     parse_options,
+    run_config_option,
+    run_config_record,
 )
 from echo_builder.secrets import protect_logging, redact, register_secret
 
@@ -121,6 +123,7 @@ __all__ = ["build", "publish"]
     help="Leave out this plugin stage (installed through the echo_bench.stages entry point); repeatable. The "
     "built-in stages always run.",
 )
+@run_config_option
 def build(
     sources: tuple[str, ...],
     out_dir: str,
@@ -199,6 +202,7 @@ def build(
         click.echo(f"{entry['name']:<22} {entry['in']:>8} {entry['out']:>8} {entry['failures']:>8}")
 
     result = run_build(config, on_stage=show)
+    _record_run_config(result.out_dir)
     stages = {entry["name"]: entry for entry in result.report["stages"]}
     configs = stages["applicability"]["configs"]
     click.echo(
@@ -226,6 +230,24 @@ def build(
             err=True,
         )
         sys.exit(1)
+
+
+def _record_run_config(out: Any) -> None:
+    """With ``--run-config``, add what the file gave (:func:`run_config_record`) to ``OUT/report.json`` under
+    ``run_config``; without it the report is left exactly as the build wrote it."""
+    import json
+    from pathlib import Path
+
+    from echo_dataset.safe_io import write_text
+
+    record = run_config_record()
+    path = Path(out) / "report.json"
+    if record is None or not path.is_file() or path.is_symlink():
+        return
+    report = json.loads(path.read_text(encoding="utf-8"))
+    report["run_config"] = record
+    text = json.dumps(report, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    write_text(out, path, redact(text) + "\n")
 
 
 @click.command()

@@ -18,6 +18,8 @@ from echo_builder.commands.options import (
     Number,
     backend_options,
     call_limit_options,
+    run_config_option,
+    run_config_record,
 )
 
 __all__ = ["agreement", "judge", "leaderboard", "metrics", "publish_metrics"]
@@ -82,6 +84,7 @@ __all__ = ["agreement", "judge", "leaderboard", "metrics", "publish_metrics"]
     help="Judge prompt file (YAML) replacing the built-in prompt of --mode, e.g. to reproduce ECHO's released "
     "protocol; see docs/reproducing-echo.md.",
 )
+@run_config_option
 def judge(
     benchmark: str,
     config_name: str,
@@ -121,6 +124,7 @@ def judge(
         limit=limit,
         probability_scale=probability_scale,  # type: ignore[arg-type]
         judge_prompt=judge_prompt,
+        run_config=run_config_record(),
     )
     s = result.summary
     if not s:  # a non-main accelerate process: rank 0 reports
@@ -246,6 +250,7 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
 @click.option(
     "--format", "table_format", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True
 )
+@run_config_option
 def metrics(
     benchmark: str,
     config_name: str,
@@ -349,6 +354,11 @@ def _print_table(board: Any, fmt: str) -> None:
     if fmt == "csv":
         click.echo(board.table.to_csv(index=False).rstrip())
         return
+    if fmt == "markdown":
+        from echo_builder.judge.results import leaderboard_markdown
+
+        click.echo(leaderboard_markdown(board))
+        return
     normal = board.meta.get("ci_method") == "normal-comparisons"
     header = (
         f"{'#':>2}  {'model':<34} {'win rate':>8}  {'95% CI':<15} {'Bradley-Terry':>13} {'Elo':>6}  "
@@ -438,7 +448,13 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     "--models", multiple=True, metavar="PATTERN", help="Keep only these models (shell patterns); repeatable."
 )
 @click.option(
-    "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "csv", "markdown"]),
+    default="table",
+    show_default=True,
+    help="table for people; json and csv carry every column; markdown: a GitHub-flavoured table with the table's "
+    "columns and notes.",
 )
 @click.option(
     "--plots",
@@ -480,6 +496,19 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     help="Win-rate interval: bootstrap over prompts, or normal: mean +- 1.96 sd/sqrt(n) over comparisons as ECHO's "
     "released code (the bootstrap interval stays beside it); see docs/reproducing-echo.md.",
 )
+@click.option(
+    "--push-to-hub",
+    "push_repo",
+    metavar="OWNER/NAME",
+    help="Also upload the leaderboard (config results, one row per model), the verdicts (config details) and the "
+    "run's metadata as a Hub dataset with a card naming the judge snapshots and prompt versions; RUN or --ratings.",
+)
+@click.option("--private", is_flag=True, help="--push-to-hub: create the dataset repository as private.")
+@click.option(
+    "--token-env",
+    metavar="NAME",
+    help="--push-to-hub: environment variable holding the Hub token (default: HF_TOKEN, else the saved login).",
+)
 def leaderboard(
     run: str | None,
     votes: str | None,
@@ -493,6 +522,9 @@ def leaderboard(
     seed: int,
     bootstrap_judges: bool,
     ci: str,
+    push_repo: str | None,
+    private: bool,
+    token_env: str | None,
 ) -> None:
     """Rank models from a judge RUN folder, per-sample --ratings, or human pairwise --votes.
 
@@ -508,6 +540,7 @@ def leaderboard(
 
     if sum(bool(x) for x in (run, votes, ratings, example)) != 1:
         raise click.UsageError("give exactly one of RUN, --votes FILE or --example, or --ratings FILE")
+    token = _push_token(push_repo, private, token_env, has_verdicts=bool(run or ratings))
     if run or ratings:
         if models:
             raise click.UsageError("--models applies to --votes only")
@@ -559,6 +592,74 @@ def leaderboard(
         written = board.write_plots(plots)
         if fmt == "table":
             click.echo("\nplots: " + ", ".join(str(p) for p in written))
+    if push_repo:
+        _push_results(board, run, ratings, push_repo, private=private, token=token, fmt=fmt)
+
+
+def _push_token(repo: str | None, private: bool, token_env: str | None, *, has_verdicts: bool) -> str | None:
+    """Check ``--push-to-hub`` and its options before any work; the token (``None``: let the Hub client find one)."""
+    import os
+
+    from echo_builder.secrets import register_secret
+
+    if not repo:
+        if private or token_env:
+            raise click.UsageError("--private and --token-env apply to --push-to-hub only")
+        return None
+    if not has_verdicts:
+        raise click.UsageError("--push-to-hub publishes verdicts: give a judge RUN or --ratings FILE")
+    from echo_builder.judge.results import check_repo_id
+
+    check_repo_id(repo)
+    token = os.environ.get(token_env or "HF_TOKEN") or None
+    if token_env and not token:
+        from echo_builder.errors import ConfigError
+
+        raise ConfigError(
+            f"--token-env {token_env}: the environment variable {token_env} is not set or empty"
+        )
+    if (
+        not token
+    ):  # the saved login (`hf auth login`); none at all fails now, before the leaderboard is computed
+        from echo_dataset.errors import MissingTokenError
+        from echo_dataset.publish import _token
+
+        token = _token(None)
+        if not token:
+            raise MissingTokenError(
+                "--push-to-hub needs a Hugging Face token with write access: set HF_TOKEN (or the variable named "
+                "by --token-env) or run `hf auth login`; nothing was computed or uploaded"
+            )
+    register_secret(token)
+    return token
+
+
+def _push_results(
+    board: Any, run: str | None, ratings: str | None, repo: str, *, private: bool, token: str | None, fmt: str
+) -> None:
+    """Stage the results dataset in a temporary folder and upload it (``leaderboard --push-to-hub``)."""
+    import tempfile
+
+    from echo_builder.judge.results import push_results, read_run_meta, write_results_folder
+
+    if run:
+        from echo_builder.judge.verdicts_file import read_verdicts
+
+        verdicts, run_meta = read_verdicts(run), read_run_meta(run)
+    else:
+        from echo_builder.judge.ratings_file import read_ratings_csv
+
+        assert ratings is not None
+        verdicts, run_meta = read_ratings_csv(ratings), None
+    with tempfile.TemporaryDirectory(prefix="echo-results-") as staging:
+        folder = write_results_folder(
+            board, verdicts, Path(staging) / "results", run_meta=run_meta, repo_id=repo
+        )
+        result = push_results(folder, repo, token=token, private=private)
+    click.echo(
+        f"pushed the results (configs results, details) to https://huggingface.co/datasets/{repo} ({result})",
+        err=fmt != "table",
+    )
 
 
 @click.command()

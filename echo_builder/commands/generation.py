@@ -7,7 +7,14 @@ from pathlib import Path
 
 import click
 
-from echo_builder.commands.options import MAX_LIMIT, MAX_SEED, Number, RegistryHelpOption, parse_options
+from echo_builder.commands.options import (
+    MAX_LIMIT,
+    MAX_SEED,
+    Number,
+    RegistryHelpOption,
+    parse_options,
+    run_config_option,
+)
 
 __all__ = ["generate"]
 
@@ -61,6 +68,7 @@ _SHOWN_FAILURES = 5
     is_flag=True,
     help="Also retry samples recorded as refused or nsfw (errors are always retried).",
 )
+@run_config_option
 def generate(
     benchmark: str,
     config_name: str,

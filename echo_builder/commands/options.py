@@ -20,6 +20,7 @@ __all__ = [
     "MAX_CONCURRENCY",
     "MAX_LIMIT",
     "MAX_N_BOOT",
+    "MAX_RUN_CONFIG_BYTES",
     "MAX_SEED",
     "MAX_TIMEOUT_S",
     "Number",
@@ -28,7 +29,10 @@ __all__ = [
     "backend_options",
     "call_limit_options",
     "parse_options",
+    "read_run_config",
     "registry_names",
+    "run_config_option",
+    "run_config_record",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -239,3 +243,222 @@ class RegistryHelpOption(click.Option):
             return super().get_help_record(ctx)
         finally:
             self.help = template
+
+
+#: Largest ``--run-config`` file read (bytes): a run config is a few lines.
+MAX_RUN_CONFIG_BYTES = 1 << 20
+#: ``ctx.meta`` key under which :func:`run_config_option` keeps what it read (see :func:`run_config_record`).
+RUN_CONFIG_META = "echo_bench.run_config"
+_SKIPPED_KEYS = frozenset({"help", "run-config"})
+
+
+def run_config_option(function: F) -> F:
+    """``--run-config FILE``: the command's options from a YAML (or JSON) file, so a run is reproducible from one
+    file checked into a repository.
+
+    The file is a mapping whose keys are the command's long option names without the dashes (``out``,
+    ``judge``, ``max-attempts``; ``max_attempts`` is the same key) or the name of a positional argument
+    (``sources`` of ``build``), and whose values are written as on the command line: a string or a number, ``true``
+    or ``false`` for a flag (``no-pseudonymize: true`` or ``pseudonymize: false``), a list for a repeatable option
+    or a positional argument that takes several values, and for ``option`` (``-o KEY=VALUE``) a list of
+    ``KEY=VALUE`` strings or a mapping. Options given on the command line win over the file. The file is read, and
+    every value checked as the command line checks it, before anything else happens; a problem is one
+    :class:`~echo_builder.errors.ConfigError` naming the file and the key (unknown key, a key given twice, a value of
+    the wrong type or refused by the option, a file that is missing, not UTF-8, not YAML, not a mapping, or larger
+    than :data:`MAX_RUN_CONFIG_BYTES`).
+    """
+    return click.option(
+        "--run-config",
+        metavar="FILE",
+        is_eager=True,
+        expose_value=False,
+        callback=_apply_run_config,
+        help="YAML file of this command's options (keys: long option names, e.g. out, max-attempts; lists for "
+        "repeatable options); options on the command line win. See docs/run-config.md.",
+    )(function)
+
+
+def _apply_run_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is None or ctx.resilient_parsing:
+        return
+    values, record = read_run_config(value, ctx.command, ctx)
+    ctx.default_map = {**(ctx.default_map or {}), **values}
+    ctx.meta[RUN_CONFIG_META] = record
+
+
+def run_config_record(ctx: click.Context | None = None) -> dict[str, Any] | None:
+    """What ``--run-config`` gave the running command, for its run metadata (``None`` without one):
+    ``{"file": path, "sha256": hex digest, "values": {key: value}, "overridden": [keys also given on the command
+    line, whose command-line value was used]}``."""
+    ctx = ctx or click.get_current_context(silent=True)
+    if ctx is None or RUN_CONFIG_META not in ctx.meta:
+        return None
+    record = dict(ctx.meta[RUN_CONFIG_META])
+    record["overridden"] = sorted(
+        key
+        for key, name in record.pop("params").items()
+        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT_MAP)
+    )
+    return record
+
+
+def _run_config_keys(command: click.Command) -> dict[str, tuple[click.Parameter, bool]]:
+    """``{key: (parameter, inverted)}``: each long option name (a flag's ``--no-...`` form inverted) and each
+    positional argument's name, with dashes."""
+    keys: dict[str, tuple[click.Parameter, bool]] = {}
+    for p in command.params:
+        if isinstance(p, click.Argument):
+            keys[(p.name or "").replace("_", "-")] = (p, False)
+            continue
+        for opt in p.opts:
+            if opt.startswith("--"):
+                keys[opt[2:]] = (p, False)
+        for opt in p.secondary_opts:
+            if opt.startswith("--"):
+                keys[opt[2:]] = (p, True)
+    return {k: v for k, v in keys.items() if k not in _SKIPPED_KEYS}
+
+
+class _UniqueKeyLoader:
+    """A YAML safe loader that refuses a mapping key given twice (PyYAML keeps the last one silently)."""
+
+    @staticmethod
+    def make() -> type:
+        import yaml
+
+        class Loader(yaml.SafeLoader):
+            pass
+
+        def mapping(loader: Any, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = loader.construct_object(key_node, deep=deep)
+                try:
+                    duplicate = key in seen
+                    seen.add(key)
+                except TypeError:  # a list or mapping as key: refused later as a key that is not a name
+                    continue
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} is given twice", key_node.start_mark
+                    )
+            return loader.construct_mapping(node, deep=deep)
+
+        Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+        return Loader
+
+
+def read_run_config(
+    path: str, command: click.Command, ctx: click.Context | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Read a ``--run-config`` file for ``command``: ``(default_map, record)``.
+
+    ``default_map`` maps parameter names (click's, e.g. ``out_dir``) to command-line-shaped values, each already
+    checked by the option's own type; ``record`` is ``{"file", "sha256", "values", "params"}``.
+
+    Raises:
+        ConfigError: ``--run-config FILE: ...`` naming the key or the line (see :func:`run_config_option`).
+    """
+    import hashlib
+
+    import yaml
+
+    from echo_builder.input_files import read_small_file
+
+    where = f"--run-config {path}"
+    raw = read_small_file(path, MAX_RUN_CONFIG_BYTES, where)
+    try:
+        text = raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader.make())  # a SafeLoader subclass
+    except RecursionError:  # PyYAML composes nested nodes recursively: '[[[[...' a million deep
+        raise ConfigError(f"{where}: not valid YAML: nested too deeply") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{where}: not valid YAML{at}: {' '.join(str(problem).split())}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{where}: expected a mapping of option names to values (out: runs/x), got {type(data).__name__}"
+        )
+    keys = _run_config_keys(command)
+    name = command.name or "command"
+    values: dict[str, Any] = {}
+    shown: dict[str, Any] = {}
+    params: dict[str, str] = {}
+    for key, value in data.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"{where}: key {_clip(repr(key))} is not an option name")
+        normal = key.replace("_", "-").removeprefix("--")
+        if normal not in keys:
+            raise ConfigError(
+                f"{where}: unknown key {_clip(repr(key))} for `echo-bench {name}`; known keys: "
+                + ", ".join(sorted(keys))
+            )
+        param, inverted = keys[normal]
+        assert param.name is not None
+        if param.name in params.values():
+            other = next(k for k, n in params.items() if n == param.name)
+            raise ConfigError(f"{where}: keys {other!r} and {key!r} set the same option; keep one")
+
+        converted = _run_config_value(where, key, param, inverted, value)
+        try:
+            param.type_cast_value(ctx or click.Context(command), converted)
+        except click.ClickException as exc:
+            raise ConfigError(f"{where}: key {key!r}: {' '.join(exc.format_message().split())}") from None
+        except (ValueError, TypeError, OSError) as exc:  # e.g. a path the operating system cannot take
+            raise ConfigError(f"{where}: key {key!r}: not accepted ({exc})") from None
+        values[param.name] = converted
+        shown[normal] = list(converted) if isinstance(converted, tuple) else converted
+        params[normal] = param.name
+    record = {"file": str(path), "sha256": hashlib.sha256(raw).hexdigest(), "values": shown, "params": params}
+    return values, record
+
+
+def _run_config_value(where: str, key: str, param: click.Parameter, inverted: bool, value: Any) -> Any:
+    """One run-config value as the command line would give it (a tuple for a repeatable option), shape-checked."""
+    import datetime
+
+    def wrong(expected: str, item: Any) -> ConfigError:
+        # a container is named by its type only: its repr can be huge (a YAML alias bomb expands on printing)
+        shown = "" if isinstance(item, (list, dict)) else " " + _clip(repr(item))
+        return ConfigError(f"{where}: key {key!r}: expected {expected}, got {type(item).__name__}{shown}")
+
+    def scalar(item: Any) -> Any:
+        if isinstance(item, bool):
+            raise wrong("a string or a number, not true/false", item)
+        if isinstance(item, (datetime.date, datetime.datetime)):  # YAML reads 2025-06-10 as a date
+            return item.isoformat()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise wrong("a finite number", item)
+        if isinstance(item, str) and "\0" in item:  # no command line can hold one; paths cannot either
+            raise wrong("text without a NUL character", item)
+        if isinstance(item, str) or (isinstance(item, (int, float)) and isinstance(param.type, Number)):
+            return item
+        if isinstance(item, (int, float)):
+            return str(item)
+        raise wrong("a string or a number", item)
+
+    if isinstance(param, click.Option) and param.is_flag and not param.multiple:
+        if not isinstance(value, bool):
+            raise wrong("true or false", value)
+        return (not value) if inverted else value
+    if param.multiple or param.nargs == -1:
+        items = value
+        if isinstance(value, dict) and param.metavar == "KEY=VALUE":
+            items = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in value.items()]
+        elif not isinstance(value, list):
+            items = [value]
+        return tuple(scalar(item) for item in items)
+    if isinstance(value, (list, dict)):
+        raise wrong("one value (the option is not repeatable)", value)
+    return scalar(value)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -19,7 +19,7 @@ __all__ = ["judge_human_agreement"]
 
 def _per_judge_comparisons(run_dir: str | Path) -> pd.DataFrame:
     from echo_builder.judge.leaderboard import pairwise_comparisons, verdict_ratings
-    from echo_builder.judge.run import read_verdicts
+    from echo_builder.judge.verdicts_file import read_verdicts
     from echo_builder.stats import pseudo_pairwise
 
     verdicts = read_verdicts(run_dir)

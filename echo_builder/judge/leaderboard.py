@@ -12,7 +12,6 @@ Arena-Hard). OpenING's tie treatments are reported too.
 from __future__ import annotations
 
 import fnmatch
-import json
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from echo_builder.errors import ConfigError, RecordError
-from echo_builder.judge.judging import MISSING_PREFIX
+from echo_builder.judge.verdicts_file import missing_models, read_verdicts
 from echo_builder.records import Verdict
 
 __all__ = [
@@ -78,17 +77,6 @@ TIE_TREATMENT_COLUMNS = {
 }
 #: virtual ties per model used only when the Bradley-Terry MLE does not exist (a model never wins or never loses)
 BT_FALLBACK_PRIOR = 0.1
-
-
-def missing_models(verdict: Verdict) -> list[str]:
-    """Models named in a pairwise ``missing_output`` verdict's error (written by the judge as JSON)."""
-    if (
-        verdict.status != "missing_output"
-        or not verdict.error
-        or not verdict.error.startswith(MISSING_PREFIX)
-    ):
-        return []
-    return list(json.loads(verdict.error[len(MISSING_PREFIX) :].split("\n", 1)[0]))
 
 
 @dataclass
@@ -368,8 +356,6 @@ def leaderboard_from_run(
     well as prompts, so the interval also reflects which judges were chosen (ECHO Flow 2, "optionally over judges").
     ``ci``: as :func:`leaderboard_from_comparisons`.
     """
-    from echo_builder.judge.run import read_verdicts
-
     verdicts = read_verdicts(run_dir)
     if not verdicts:
         raise ConfigError(f"{run_dir}: the run has no verdicts")

@@ -38,12 +38,21 @@ from echo_builder.judge.prompts import (
     JudgePrompt,
     load_judge_prompt,
 )
+from echo_builder.judge.verdicts_file import (
+    RUN_FILE,
+    VERDICTS_FILE,
+    missing_models,
+    read_verdicts,
+    write_verdicts,
+)
 from echo_builder.records import Verdict
 from echo_builder.secrets import get_logger, redact
-from echo_dataset.safe_io import check_inside, claim_output, mark_output, open_atomic, write_text
+from echo_dataset.safe_io import check_inside, claim_output, mark_output, write_text
 
 __all__ = [
     "IMAGE_EXTENSIONS",
+    "RUN_FILE",
+    "VERDICTS_FILE",
     "JudgeRunResult",
     "check_output_matches",
     "discover_outputs",
@@ -54,8 +63,6 @@ __all__ = [
 
 log = get_logger(__name__)
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff"})
-VERDICTS_FILE = "verdicts.parquet"
-RUN_FILE = "run.json"
 
 
 def discover_outputs(outputs_dir: str | Path) -> dict[str, dict[str, Path]]:
@@ -112,34 +119,6 @@ def _identified(rows: Sequence[dict[str, Any]], where: str) -> list[dict[str, An
     return kept
 
 
-def write_verdicts(verdicts: Sequence[Verdict], path: str | Path, *, root: str | Path | None = None) -> None:
-    """Write verdicts as Parquet atomically (temp file, then rename), so a crash never leaves half a file.
-
-    ``root`` is the folder the file must stay in (default: the file's own folder): no symbolic link below it is
-    followed (see :mod:`echo_dataset.safe_io`).
-    """
-    import pandas as pd
-
-    path = Path(path)
-    frame = pd.DataFrame([v.model_dump(mode="json") for v in verdicts], columns=list(Verdict.model_fields))
-    with open_atomic(path.parent if root is None else root, path) as f:
-        frame.to_parquet(f, index=False)
-
-
-def read_verdicts(path: str | Path) -> list[Verdict]:
-    """Verdicts from a Parquet file written by :func:`write_verdicts` (or a run folder holding one)."""
-    import pandas as pd
-
-    path = Path(path)
-    if path.is_dir():
-        path = path / VERDICTS_FILE
-    if not path.is_file():
-        raise ConfigError(f"no verdicts at {str(path)!r}; run `echo-bench judge ... --out RUN` first")
-    frame = pd.read_parquet(path)
-    rows = frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
-    return [Verdict.model_validate(row) for row in rows]
-
-
 @dataclass
 class JudgeRunResult:
     """What a run produced: the verdicts, where they are, and a summary for people."""
@@ -189,6 +168,7 @@ def run_judging(
     progress: bool = True,
     probability_scale: Literal["digits", "trig"] = "digits",
     judge_prompt: str | Path | JudgePrompt | None = None,
+    run_config: dict[str, Any] | None = None,
 ) -> JudgeRunResult:
     """Judge every (sample, model) of ``config`` with every judge spec and write the run folder.
 
@@ -205,11 +185,13 @@ def run_judging(
             ``mode``; its ``answer.kind`` must fit the mode (single: ``rating``, pairwise: ``preference``,
             probability: ``digits`` or ``trig`` as ``probability_scale``). Its identity (name, version with the
             content hash, source, SHA-256) goes into ``run.json`` and every verdict's ``prompt_version``.
+        run_config: the ``--run-config`` file the command read (path, SHA-256, its values and the keys the
+            command line overrode; :func:`echo_builder.commands.options.run_config_record`), kept in ``run.json``
+            under ``run_config`` when given.
 
     Raises:
         ConfigError: no judges, no models, unknown mode, unreadable outputs, or a bad or unfitting prompt file.
     """
-    from echo_builder.judge.leaderboard import missing_models
     from echo_dataset.loading import read_config
 
     if not judges:
@@ -342,6 +324,8 @@ def run_judging(
         "statuses": dict(Counter(v.status for v in verdicts)),
         "wall_time_s": round(time.time() - started, 3),
     }
+    if run_config is not None:
+        summary["run_config"] = run_config
     write_text(out, out / RUN_FILE, redact(json.dumps(summary, indent=2, sort_keys=True)) + "\n")
     # (outputs matching no sample were warned about before any call: check_output_matches; run.json counts them)
     return JudgeRunResult(out, verdicts, summary)

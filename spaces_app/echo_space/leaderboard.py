@@ -25,7 +25,7 @@ import pandas as pd
 
 from echo_builder.errors import ConfigError
 from echo_builder.judge.leaderboard import LEADERBOARD_COLUMNS, Leaderboard, leaderboard_from_run
-from echo_builder.judge.run import RUN_FILE, VERDICTS_FILE
+from echo_builder.judge.verdicts_file import RUN_FILE, VERDICTS_FILE
 
 __all__ = ["PAPER_COLUMNS", "TABLE_COLUMNS", "LeaderboardView", "RunSource", "display_table", "paper_table"]
 

@@ -387,3 +387,12 @@ def flow_relevance_injection(case: dict[str, Any], ws: Workspace) -> Observed:
         )
         observed.facts["text_in_system"] = any(t in s for t in texts for s in systems)
     return observed
+
+
+def flow_run_config(case: dict[str, Any], ws: Workspace) -> Observed:
+    """``echo-bench COMMAND --run-config FILE --out OUT`` with the case's file (COMMAND: ``input.command``, judge by
+    default): the file is refused before anything is read or written."""
+    ws.begin()
+    command = (case.get("input") or {}).get("command", "judge")
+    result = _cli(command, "--run-config", ws.source(case["file"]), "--out", ws.out)
+    return Observed(result.exit_code, result.output, result.exception, {}, _read_record(ws))
