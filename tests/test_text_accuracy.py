@@ -247,6 +247,20 @@ def test_bad_arguments(kwargs, message):
         text_accuracy(**kwargs, ocr=_NoCall())
 
 
+def test_importing_pulls_no_model_package():
+    """The core stays light: importing the metric, the OCR wrapper and the NSFW checker loads no model package."""
+    code = (
+        "import sys, echo_builder.scoring, echo_builder.scoring.text_accuracy, echo_builder.ocr, "
+        "echo_builder.safety\n"
+        "heavy = ('rapidocr_onnxruntime', 'nudenet', 'cv2', 'onnxruntime')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == ""
+
+
 # --------------------------------------------------------------------------------------- real OCR weights
 def render(text: str, size=(640, 240), font: Path = LATIN_FONT, font_size=56) -> Image.Image:
     """``text`` (may hold newlines) in black on an off-white canvas, as a receipt or label would show it."""

@@ -1,11 +1,11 @@
 """The metric math: community-driven metrics as plain functions on images (ECHO Flow 3).
 
-Heavy models (DINO through timm, face models through dlib or onnxruntime) load lazily inside the scorer that
-needs them; importing this package imports neither.
+Heavy models (DINO through timm, face models through dlib or onnxruntime, OCR through rapidocr_onnxruntime) load
+lazily inside the scorer that needs them; importing this package imports none of them.
 """
 
 # The metric modules declare their specs on import; they import no heavy model code at module level.
-from echo_builder.scoring import color, faces, structure, text
+from echo_builder.scoring import color, faces, structure, text, text_accuracy
 from echo_builder.scoring.base import METRIC_SPECS, MetricResult, MetricSpec, register_metric_spec
 
 __all__ = [
@@ -17,4 +17,5 @@ __all__ = [
     "register_metric_spec",
     "structure",
     "text",
+    "text_accuracy",
 ]
