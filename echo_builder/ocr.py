@@ -139,7 +139,9 @@ class RapidOcrEngine:
             with self._lock:
                 result, _elapsed = self._engine(bgr)
         except Exception as exc:  # the engine's own failures (cv2, onnxruntime) become one per-image error
-            raise ImageError(f"{label}: OCR failed ({type(exc).__name__}: {exc})") from None
+            detail = f"{type(exc).__name__}: {exc}" if str(exc).strip() else type(exc).__name__
+            height, width = rgb.shape[:2]
+            raise ImageError(f"{label}: OCR failed on the {width}x{height} image ({detail})") from None
         lines = [
             OcrLine(
                 text=str(text),

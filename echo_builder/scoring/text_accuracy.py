@@ -50,6 +50,8 @@ from echo_builder.errors import ConfigError, ImageError
 from echo_builder.scoring.base import OUTPUT_MISSING, MetricResult, MetricSpec, register_metric_spec
 
 __all__ = [
+    "INVALID_PROMPT",
+    "INVALID_TEXT_FIELD",
     "NOT_APPLICABLE",
     "NO_REQUIRED_TEXT",
     "NO_TEXT_FIELD",
@@ -82,6 +84,8 @@ TEXT_ACCURACY = register_metric_spec(
 NO_REQUIRED_TEXT = "not applicable: the prompt asks for no verbatim text (no quoted string)"
 NO_TEXT_FIELD = "not applicable: the sample's text field is empty"
 NOT_APPLICABLE = "not applicable: the sample's text_rendering flag is false"
+INVALID_PROMPT = "invalid prompt: expected a string"
+INVALID_TEXT_FIELD = "invalid text field value: expected a string or a list of strings"
 
 #: Paired quotation marks recognised in prompts (opening, closing). Straight quotes follow their own rules (see
 #: :func:`required_strings`). CJK corner brackets 「」『』 are quotation marks in Chinese and Japanese; the
@@ -211,8 +215,9 @@ def best_alignment(required: str, text: str) -> Alignment:
 
     Dynamic programming over ``D[i][j]`` = the distance between ``required[:i]`` and the best substring of
     ``text`` ending at ``j``, with ``D[0][j] = 0`` (a match may start anywhere) and unit costs; the answer is
-    ``min_j D[m][j]``. Ties go to the earliest end, then the latest start (the shortest match). O(m * n) time,
-    O(n) memory.
+    ``min_j D[m][j]``. Ties go to the earliest end, then the latest start (the shortest match). O(m * n) time
+    in m numpy passes over the text (about 30 ms for 1,000 required characters against 5,000 of OCR text), O(n)
+    memory.
 
     Args:
         required: the string to find (normalise it first).
@@ -226,26 +231,30 @@ def best_alignment(required: str, text: str) -> Alignment:
         Alignment(distance=3, start=8, end=19)
     """
     m, n = len(required), len(text)
-    # previous row: distances and the start of the substring each comes from
-    dist = [0] * (n + 1)
-    start = list(range(n + 1))
-    for i in range(1, m + 1):
-        char = required[i - 1]
-        new_dist = [i] + [0] * n
-        new_start = [0] + [0] * n
-        for j in range(1, n + 1):
-            # substitution/match, deletion from required, insertion of a text character
-            best, origin = dist[j - 1] + (char != text[j - 1]), start[j - 1]
-            if dist[j] + 1 < best or (dist[j] + 1 == best and start[j] > origin):
-                best, origin = dist[j] + 1, start[j]
-            if new_dist[j - 1] + 1 < best or (new_dist[j - 1] + 1 == best and new_start[j - 1] > origin):
-                best, origin = new_dist[j - 1] + 1, new_start[j - 1]
-            new_dist[j], new_start[j] = best, origin
-        dist, start = new_dist, new_start
     if m == 0:
         return Alignment(0, 0, 0)
-    end = min(range(n + 1), key=lambda j: (dist[j], j))
-    return Alignment(dist[end], start[end], end)
+    # One row of D at a time, vectorised over j. A cell's distance and the start of its substring travel as one
+    # int64 key, ``distance * base + (n + 1 - start)``, so that a minimum picks the smallest distance, then the
+    # latest start. The insertion step ``D[i][j] = min(a[j], D[i][j-1] + 1)`` is a running minimum of
+    # ``a[k] - k`` (then + j), computed by ``np.minimum.accumulate``.
+    base = n + 2
+    columns = np.arange(n + 1, dtype=np.int64)
+    text_codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    required_codes = np.frombuffer(required.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    dist = np.zeros(n + 1, dtype=np.int64)
+    start = columns.copy()  # D[0][j] = 0: the empty prefix matches the empty substring at j
+    for i in range(1, m + 1):
+        substitution = (dist[:-1] + (text_codes != required_codes[i - 1])) * base + (n + 1 - start[:-1])
+        deletion = (dist[1:] + 1) * base + (n + 1 - start[1:])
+        keys = np.empty(n + 1, dtype=np.int64)
+        keys[0] = i * base + (n + 1)  # D[i][0] = i, from the empty substring at 0
+        keys[1:] = np.minimum(substitution, deletion)
+        values, tags = np.divmod(keys, base)
+        running = np.minimum.accumulate((values - columns) * base + tags)
+        values, tags = np.divmod(running, base)
+        dist, start = values + columns, n + 1 - tags
+    end = int(np.argmin(dist))  # the first minimum: the earliest end
+    return Alignment(int(dist[end]), int(start[end]), end)
 
 
 def string_accuracy(required: str, text: str) -> tuple[float, Alignment, str, str]:
@@ -261,32 +270,39 @@ def string_accuracy(required: str, text: str) -> tuple[float, Alignment, str, st
     return score, alignment, r, t
 
 
-def _sample_required(
-    i: int, prompt: Any, text_field_values: Sequence[Any] | None
-) -> tuple[list[str], str | None]:
-    """The required strings of sample ``i`` and the NaN reason when there are none."""
-    if text_field_values is None:
-        if prompt is None:
+def _is_missing(value: Any) -> bool:
+    """``None`` or a float NaN (how pandas and Arrow write a missing cell)."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _sample_required(prompt: Any, field_value: Any, use_field: bool) -> tuple[list[str], str | None]:
+    """The required strings of one sample and the NaN reason when there are none (never raises: a bad record
+    is one NaN, not a failed run)."""
+    if not use_field:
+        if _is_missing(prompt):
             return [], NO_REQUIRED_TEXT
         if not isinstance(prompt, str):
-            raise ConfigError(f"sample {i}: a prompt must be a string, got {type(prompt).__name__}")
-        found = [s for s in required_strings(prompt) if normalise(s)]
+            return [], f"{INVALID_PROMPT}, got {type(prompt).__name__}"
+        found = required_strings(prompt)
         return found, None if found else NO_REQUIRED_TEXT
-    value = text_field_values[i]
-    if value is None:
+    if _is_missing(field_value):
         values: list[Any] = []
-    elif isinstance(value, str):
-        values = [value]
-    elif isinstance(value, (list, tuple)):
-        values = list(value)
+    elif isinstance(field_value, str):
+        values = [field_value]
+    elif isinstance(field_value, (list, tuple, np.ndarray)):
+        values = [v for v in list(field_value) if not _is_missing(v)]
     else:
-        raise ConfigError(
-            f"sample {i}: a text field value must be a string or a list of strings, got {type(value).__name__}"
-        )
-    for item in values:
-        if not isinstance(item, str):
-            raise ConfigError(f"sample {i}: a text field value must be a string, got {type(item).__name__}")
-    found = [s.strip() for s in values if normalise(s)]
+        return [], f"{INVALID_TEXT_FIELD}, got {type(field_value).__name__}"
+    bad = [type(v).__name__ for v in values if not isinstance(v, str)]
+    if bad:
+        return [], f"{INVALID_TEXT_FIELD}, got a list holding {', '.join(sorted(set(bad)))}"
+    found: list[str] = []
+    seen: set[str] = set()
+    for value in values:
+        key = normalise(value)
+        if key and key not in seen:
+            seen.add(key)
+            found.append(value.strip())
     return found, None if found else NO_TEXT_FIELD
 
 
@@ -327,10 +343,12 @@ def text_accuracy(
     """Per-sample text accuracy of output images against the text their prompts ask for (higher is better).
 
     Args:
-        prompts: n prompts; their quoted spans are the required strings (:func:`required_strings`).
+        prompts: n prompts; their quoted spans are the required strings (:func:`required_strings`). ``None`` or
+            NaN (a missing cell) asks for no text; a non-string makes that sample NaN (:data:`INVALID_PROMPT`).
         outputs: n output images (anything :func:`echo_builder.imaging.load_rgb` accepts); ``None`` = missing.
         text_field_values: optional, n entries replacing the quoted spans as the required strings: a string,
-            a list of strings, or ``None``/``""``/``[]`` (then the sample is NaN, :data:`NO_TEXT_FIELD`).
+            a list of strings (a repeat counts once), or ``None``/NaN/``""``/``[]`` (then the sample is NaN,
+            :data:`NO_TEXT_FIELD`). Another type makes that sample NaN (:data:`INVALID_TEXT_FIELD`).
         ocr: the OCR engine, an object with ``read(image, name=...) -> OcrReading`` and ``backend_id``
             (default: :func:`echo_builder.ocr.default_engine`, PP-OCRv4, created once per process). It is
             created only when some sample needs reading.
@@ -350,7 +368,7 @@ def text_accuracy(
         (a one-line description of the rule).
 
     Raises:
-        ConfigError: lengths differ, a bad ``on_image_error``, or a prompt / text field value of the wrong type.
+        ConfigError: lengths differ or a bad ``on_image_error`` (a bad prompt or text field value is one NaN).
         MissingDependencyError: a sample needs OCR and ``rapidocr_onnxruntime`` is not installed
             (``pip install 'echo-bench[ocr]'``).
         ImageError: an output cannot be read (only with ``on_image_error="raise"``).
@@ -372,7 +390,8 @@ def text_accuracy(
         if skip[i]:
             reasons[i] = NOT_APPLICABLE
             continue
-        required[i], reason = _sample_required(i, prompts[i], text_field_values)
+        field_value = text_field_values[i] if text_field_values is not None else None
+        required[i], reason = _sample_required(prompts[i], field_value, text_field_values is not None)
         if reason is not None:
             reasons[i] = reason
             continue
