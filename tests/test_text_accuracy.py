@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -136,6 +137,7 @@ def test_normalise_rule():
     assert normalise("Joe\u2019s \u201cDiner\u201d \u2014 24\u201347") == 'joe\'s"diner"-24-47'
     assert normalise(" a\tb\nc\u00a0d ") == "abcd"  # every whitespace character removed
     assert normalise("\ufb01ne") == "fine"  # NFKC splits the ligature
+    assert normalise("O\u200bP\u00adE\x00N\x07") == "open"  # zero-width space, soft hyphen, NUL, bell
 
 
 @settings(max_examples=examples(200), deadline=None)
@@ -143,7 +145,7 @@ def test_normalise_rule():
 def test_normalise_idempotent_and_spaceless(text):
     once = normalise(text)
     assert normalise(once) == once
-    assert not any(ch.isspace() for ch in once)
+    assert not any(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf") for ch in once)
 
 
 @settings(max_examples=examples(200), deadline=None)

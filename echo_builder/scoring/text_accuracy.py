@@ -15,7 +15,8 @@ Definition, per sample:
    ``TOTAL12``, ideographic space -> space, ligatures split), case folding (``str.casefold``), typographic quotes
    and dashes mapped to their ASCII forms (``‘’‚‛′`` -> ``'``, ``“”„‟″`` -> ``"``, ``‐‑‒–—―−`` -> ``-``), and every
    whitespace character removed: OCR engines split and merge words unreliably, and a line break in the image is
-   layout, not spelling, so spaces neither count as errors nor as characters.
+   layout, not spelling, so spaces neither count as errors nor as characters. Invisible characters (controls
+   such as NUL, format characters such as the zero-width space) are removed too: they cannot be rendered.
 4. **Best alignment** (:func:`best_alignment`): the smallest Levenshtein distance between the normalised
    required string ``r`` (``m`` characters) and any substring of the normalised OCR text (approximate
    substring matching; Sellers 1980, "The theory and computation of evolutionary distances: pattern
@@ -126,21 +127,31 @@ _TYPOGRAPHIC = str.maketrans(
     }
 )
 _WHITESPACE = re.compile(r"\s+")
+_INVISIBLE = ("Cc", "Cf")
+
+
+def _pass(text: str) -> str:
+    folded = unicodedata.normalize("NFKC", text).casefold().translate(_TYPOGRAPHIC)
+    folded = _WHITESPACE.sub("", folded)
+    if not folded.isprintable():  # fast path: only strings holding a control or format character are filtered
+        folded = "".join(ch for ch in folded if unicodedata.category(ch) not in _INVISIBLE)
+    return folded
 
 
 def normalise(text: str) -> str:
-    """Normalise ``text`` for matching: NFKC, case folding, typographic quotes and dashes to ASCII, whitespace
-    removed (see the module docstring, step 3).
+    """Normalise ``text`` for matching: NFKC, case folding, typographic quotes and dashes to ASCII, whitespace and
+    invisible characters (control characters, Unicode category Cc, and format characters such as the zero-width
+    space and the soft hyphen, category Cf) removed (see the module docstring, step 3).
 
     Example:
         >>> normalise("Ｔｏｔａｌ  $127.54\\n")
         'total$127.54'
     """
-    folded = _WHITESPACE.sub("", unicodedata.normalize("NFKC", text).casefold().translate(_TYPOGRAPHIC))
+    folded = _pass(text)
     # case folding, or removing a space that separated a combining mark from its letter (NFKC writes "¯" as
     # space + U+0304), can leave a string NFKC changes again: repeat until stable, so normalise is idempotent
     for _ in range(4):
-        again = _WHITESPACE.sub("", unicodedata.normalize("NFKC", folded).casefold().translate(_TYPOGRAPHIC))
+        again = _pass(folded)
         if again == folded:
             break
         folded = again
