@@ -7,8 +7,10 @@ installed package, so it works offline and the same weights give the same readin
 
 Images are decoded by echo-bench's guarded decoder (:func:`echo_builder.imaging.load_rgb`: EXIF orientation,
 transparency on white, decompression-bomb guard), then handed to the engine as a BGR array, the layout the engine
-uses for image files. The engine scales an image whose longer side is over 2,000 px down to 2,000 px (its
-``max_side_len``) before detection.
+uses for image files. An image whose longer side is over 2,000 px is scaled down to 2,000 px (the engine's
+``max_side_len``), and a very thin one is padded with white to an aspect ratio of at most 8, before the engine
+sees it (:func:`fit_for_engine`: the engine's own upscaling of thin strips would ask for gigabytes); boxes are
+given in the decoded image's pixels.
 
 :func:`default_engine` builds one engine per process, lazily and under a lock; :meth:`RapidOcrEngine.read` is
 thread-safe (calls are serialised: onnxruntime already uses every core inside one call).
@@ -24,7 +26,15 @@ from typing import Any
 
 from echo_builder.errors import ImageError, MissingDependencyError
 
-__all__ = ["OcrLine", "OcrReading", "RapidOcrEngine", "default_engine"]
+__all__ = [
+    "MAX_ASPECT",
+    "MAX_SIDE",
+    "OcrLine",
+    "OcrReading",
+    "RapidOcrEngine",
+    "default_engine",
+    "fit_for_engine",
+]
 
 _PURPOSE = "OCR (text_accuracy) with rapidocr_onnxruntime's PP-OCRv4 weights"
 
@@ -132,25 +142,70 @@ class RapidOcrEngine:
 
         from echo_builder.imaging import load_rgb
 
-        rgb = np.asarray(load_rgb(image, name=name))
-        bgr = np.ascontiguousarray(rgb[:, :, ::-1])
+        decoded = load_rgb(image, name=name)
+        fitted, scale = fit_for_engine(decoded)
+        bgr = np.ascontiguousarray(np.asarray(fitted)[:, :, ::-1])
         label = name or type(image).__name__
         try:
             with self._lock:
                 result, _elapsed = self._engine(bgr)
         except Exception as exc:  # the engine's own failures (cv2, onnxruntime) become one per-image error
             detail = f"{type(exc).__name__}: {exc}" if str(exc).strip() else type(exc).__name__
-            height, width = rgb.shape[:2]
-            raise ImageError(f"{label}: OCR failed on the {width}x{height} image ({detail})") from None
+            raise ImageError(
+                f"{label}: OCR failed on the {decoded.width}x{decoded.height} image ({detail})"
+            ) from None
         lines = [
             OcrLine(
                 text=str(text),
                 score=float(score),
-                box=[[float(x), float(y)] for x, y in np.asarray(box).tolist()],
+                # back to the decoded image's pixels; the padding is at the bottom and right, so no offset
+                box=[
+                    [min(float(x) / scale, decoded.width), min(float(y) / scale, decoded.height)]
+                    for x, y in np.asarray(box).tolist()
+                ],
             )
             for box, text, score in (result or [])
         ]
         return OcrReading(lines=lines, backend_id=self._backend_id)
+
+
+#: The engine's own ``max_side_len``: larger images are scaled down to this longer side before reading.
+MAX_SIDE = 2000
+#: The most elongated image handed to the engine (longer side / shorter side); see :func:`fit_for_engine`.
+MAX_ASPECT = 8
+
+
+def fit_for_engine(image: Any) -> tuple[Any, float]:
+    """The decoded RGB ``image`` made safe for the engine, and the scale applied to it.
+
+    The engine upscales a thin image until its shorter side reaches 30 px and then 736 px, so a 1 x 1,999 px
+    strip asks for an 11 GiB array and a 10 x 1,999 px one takes 20 s. So, before reading: an image whose longer
+    side is over :data:`MAX_SIDE` is scaled down to it (Pillow, bilinear, with reducing gap; the engine would
+    scale it to that size anyway), then a side shorter than ``longer / MAX_ASPECT`` is padded with white at the
+    bottom or right. An image of at most 2,000 px and aspect ratio at most 8 reaches the engine unchanged.
+
+    Args:
+        image: ``PIL.Image.Image`` in mode RGB (from :func:`echo_builder.imaging.load_rgb`).
+
+    Returns:
+        (the image to read, ``scale``): a pixel ``(x, y)`` of the returned image is ``(x / scale, y / scale)``
+        in ``image`` (``scale`` <= 1; padding lies beyond the original's right and bottom edges).
+    """
+    from PIL import Image
+
+    width, height = image.size
+    scale = 1.0
+    if max(width, height) > MAX_SIDE:
+        scale = MAX_SIDE / max(width, height)
+        size = (max(1, round(width * scale)), max(1, round(height * scale)))
+        image = image.resize(size, Image.Resampling.BILINEAR, reducing_gap=3.0)
+        width, height = image.size
+    least = -(-max(width, height) // MAX_ASPECT)  # ceil
+    if min(width, height) < least:
+        canvas = Image.new("RGB", (max(width, least), max(height, least)), (255, 255, 255))
+        canvas.paste(image, (0, 0))
+        image = canvas
+    return image, scale
 
 
 _DEFAULT: RapidOcrEngine | None = None

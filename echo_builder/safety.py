@@ -21,7 +21,8 @@ kept in :attr:`SafetyResult.detections`, so a reader can re-screen with another 
 
 Images are decoded by echo-bench's guarded decoder (:func:`echo_builder.imaging.load_rgb`: EXIF orientation,
 transparency composited on white, decompression-bomb guard) and handed to the detector as a BGR array, the same
-pixels NudeNet's own ``detect(path)`` reads with OpenCV for an ordinary RGB file.
+pixels NudeNet's own ``detect(path)`` reads with OpenCV for an ordinary RGB file. An image whose longer side is
+over :data:`MAX_SIDE` (2,048 px) is scaled down to it first (boxes are given back in the decoded image's pixels).
 """
 
 from __future__ import annotations
@@ -35,7 +36,14 @@ from typing import Any
 
 from echo_builder.errors import ConfigError, ImageError, MissingDependencyError
 
-__all__ = ["DEFAULT_THRESHOLD", "NSFW_CLASSES", "NUDENET_CLASSES", "NudeNetChecker", "SafetyResult"]
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "MAX_SIDE",
+    "NSFW_CLASSES",
+    "NUDENET_CLASSES",
+    "NudeNetChecker",
+    "SafetyResult",
+]
 
 #: The classes NudeNet 3.4's detector reports (its label order).
 NUDENET_CLASSES: tuple[str, ...] = (
@@ -78,6 +86,10 @@ NSFW_CLASSES: frozenset[str] = frozenset(
 DEFAULT_THRESHOLD = 0.6
 
 _PURPOSE = "NSFW screening with NudeNet"
+
+#: Images with a longer side over this many pixels are scaled down to it before detection (the model sees 320 px;
+#: NudeNet's own padding to a square of the longer side would otherwise allocate width x width x 3 bytes).
+MAX_SIDE = 2048
 
 
 @dataclass(frozen=True)
@@ -193,12 +205,20 @@ class NudeNetChecker:
             MissingDependencyError: ``nudenet`` is not installed.
         """
         import numpy as np
+        from PIL import Image
 
         from echo_builder.imaging import load_rgb
 
         detector = self._load()
-        rgb = np.asarray(load_rgb(image, name=name))
-        bgr = np.ascontiguousarray(rgb[:, :, ::-1])
+        decoded = load_rgb(image, name=name)
+        scale = 1.0
+        if max(decoded.size) > MAX_SIDE:
+            # NudeNet pads an image to a square of its longer side before shrinking it to 320 px: a 1 x 200,000 px
+            # strip would ask for 120 GB. Scaled down first, the model sees (almost) the same 320 px input.
+            scale = MAX_SIDE / max(decoded.size)
+            size = (max(1, round(decoded.width * scale)), max(1, round(decoded.height * scale)))
+            decoded = decoded.resize(size, Image.Resampling.BILINEAR, reducing_gap=3.0)
+        bgr = np.ascontiguousarray(np.asarray(decoded)[:, :, ::-1])
         try:
             raw = detector.detect(bgr)
         except Exception as exc:  # OpenCV / onnxruntime failures become one per-image error
@@ -206,7 +226,11 @@ class NudeNetChecker:
                 f"{name or type(image).__name__}: NSFW detection failed ({type(exc).__name__}: {exc})"
             ) from None
         detections = [
-            {"class": str(d["class"]), "score": float(d["score"]), "box": [int(v) for v in d["box"]]}
+            {
+                "class": str(d["class"]),
+                "score": float(d["score"]),
+                "box": [int(v) if scale == 1.0 else round(float(v) / scale) for v in d["box"]],
+            }
             for d in raw
         ]
         flagged = any(d["class"] in self.nsfw_classes and d["score"] >= self.threshold for d in detections)

@@ -102,6 +102,29 @@ def test_scripted_detection_over_threshold_flags(checker, monkeypatch, scripted,
     assert result.flagging == (scripted if flagged else [])
 
 
+def test_large_and_thin_images_reach_the_detector_bounded():
+    """Regression: NudeNet pads an image to a square of its longer side, so a valid 1 x 200,000 px strip asked
+    for 120 GB. The detector now gets at most 2,048 px a side; its boxes come back in the original's pixels."""
+    from echo_builder.safety import MAX_SIDE
+
+    seen = []
+
+    class Scripted:
+        def detect(self, image):
+            seen.append(image.shape)
+            return [{"class": "FACE_MALE", "score": 0.9, "box": [100, 10, 50, 20]}]
+
+    checker = NudeNetChecker()
+    checker._detector, checker._detector_id = Scripted(), "scripted"
+    strip = checker.check(np.full((1, 200_000, 3), 255, np.uint8))
+    wide = checker.check(np.full((1000, 4096, 3), 255, np.uint8))
+    assert seen == [(1, MAX_SIDE, 3), (500, MAX_SIDE, 3)]
+    assert wide.detections[0]["box"] == [200, 20, 100, 40]  # scale 0.5 undone
+    assert strip.flagged is False and wide.flagged is False
+    small = checker.check(np.full((300, 200, 3), 255, np.uint8))  # a usual image is untouched
+    assert seen[-1] == (300, 200, 3) and small.detections[0]["box"] == [100, 10, 50, 20]
+
+
 def test_threshold_and_classes_are_configurable(monkeypatch):
     checker = NudeNetChecker(threshold=0.9, nsfw_classes=["FEET_EXPOSED"])
     assert checker.nsfw_classes == ("FEET_EXPOSED",) and checker.threshold == 0.9

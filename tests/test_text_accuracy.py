@@ -408,18 +408,61 @@ def test_real_ocr_bad_output_loses_nothing(engine, tmp_path):
     render("OPEN").save(buffer, format="PNG")
     truncated.write_bytes(buffer.getvalue()[:200])
     good = render("OPEN")
-    strip = np.full((20, 16000, 3), 255, np.uint8)  # too thin for the engine's resizing: it raises
-    result = text_accuracy(['a sign "OPEN"'] * 4, [good, truncated, good, strip], ocr=engine)
+    result = text_accuracy(['a sign "OPEN"'] * 3, [good, truncated, good], ocr=engine)
     assert result.values[0] == result.values[2] == 1.0
     assert np.isnan(result.values[1]) and result.nan_reasons[1].startswith(
         "unreadable image: sample 1 output"
     )
-    assert np.isnan(result.values[3])
-    assert result.nan_reasons[3] == (
-        "unreadable image: sample 3 output: OCR failed on the 16000x20 image (ResizeImgError)"
-    )
     with pytest.raises(ImageError, match="sample 1 output"):
         text_accuracy(['a sign "OPEN"'] * 2, [good, truncated], ocr=engine, on_image_error="raise")
+
+
+@pytest.mark.parametrize(
+    ("size", "expected", "scale"),
+    [
+        ((1024, 1536), (1024, 1536), 1.0),  # a usual output reaches the engine untouched
+        ((2000, 250), (2000, 250), 1.0),  # aspect 8: untouched
+        ((1999, 1), (1999, 250), 1.0),  # a thin strip is padded to aspect 8, not upscaled by the engine
+        ((1, 1999), (250, 1999), 1.0),
+        ((4000, 1000), (2000, 500), 0.5),  # scaled down to the engine's 2,000 px
+        ((200_000, 1), (2000, 250), 0.01),  # scaled (to 1 px, never 0) then padded
+        ((5, 3), (5, 3), 1.0),
+    ],
+)
+def test_fit_for_engine_bounds_what_the_engine_gets(size, expected, scale):
+    """Regression: the engine upscaled thin strips until they asked for 11 GiB (1 x 1,999 px) or took 20 s."""
+    from echo_builder.ocr import MAX_ASPECT, MAX_SIDE, fit_for_engine
+
+    image = Image.new("RGB", size, (10, 20, 30))
+    fitted, factor = fit_for_engine(image)
+    assert fitted.size == expected and factor == pytest.approx(scale)
+    assert max(fitted.size) <= MAX_SIDE and max(fitted.size) <= MAX_ASPECT * min(fitted.size)
+    if expected == size:
+        assert fitted is image
+    else:  # the original's pixels sit at the top left, the padding (if any) is white
+        assert fitted.getpixel((0, 0)) == (10, 20, 30)
+        scaled = (max(1, round(size[0] * scale)), max(1, round(size[1] * scale)))
+        if fitted.size != scaled:
+            assert fitted.getpixel((fitted.width - 1, fitted.height - 1)) == (255, 255, 255)
+
+
+@pytest.mark.slow
+def test_real_ocr_large_and_thin_images(engine):
+    """A 4,000 px wide image is read after scaling, its boxes in the original's pixels; a 1 x 1,999 px strip and
+    a 20 x 16,000 px banner are read (no text: 0, not NaN) without the engine's huge upscaling."""
+    wide = Image.new("RGB", (4000, 1000), (250, 248, 240))
+    ImageDraw.Draw(wide).text(
+        (2400, 400), "OPEN", font=ImageFont.truetype(str(LATIN_FONT), 160), fill=(20, 20, 20)
+    )
+    reading = engine.read(wide)
+    assert normalise(reading.text) == "open"
+    xs = [x for x, _ in reading.lines[0].box]
+    ys = [y for _, y in reading.lines[0].box]
+    assert 2300 <= min(xs) <= max(xs) <= 3000
+    assert 350 <= min(ys) <= max(ys) <= 650
+    strips = [np.full((1, 1999, 3), 255, np.uint8), np.full((20, 16000, 3), 255, np.uint8)]
+    result = text_accuracy(['a sign "OPEN"'] * 2, strips, ocr=engine)
+    assert result.values.tolist() == [0.0, 0.0] and result.extras["ocr_text"] == ["", ""]
 
 
 @pytest.mark.slow
