@@ -1,7 +1,10 @@
 """Benchmark: the community-driven metrics of ECHO Flow 3 on realistic image sizes.
 
 Run from the repository root:  python -m bench.metrics [--pairs 24] [--repeats 3] [--images 32]
-                                                      [--only color,structure] [--append]
+                                                      [--text-images 4] [--only color,structure,text,nsfw]
+                                                      [--append]
+
+A section whose optional extra is not installed is reported as skipped, with the install line.
 
 Test images: 1024 x 1536 JPEGs (quality 90) written to a temp folder, from the shared ``yellow_tint`` pair when
 ``../shared/data`` (or ``$ECHO_SHARED_DATA``) is there, else from scikit-image's astronaut scaled up.
@@ -12,6 +15,11 @@ Test images: 1024 x 1536 JPEGs (quality 90) written to a temp folder, from the s
 2. ``structure_distance``: images/s on this machine's device with seeded random weights at batch 1 and 16
    (decode + resize + ViT forward), and the peak memory each batch size adds on top of the loaded model
    (CPU: peak RSS of a fresh subprocess; CUDA: ``torch.cuda.max_memory_allocated``).
+3. ``text_accuracy`` (``--only text``, needs the ``ocr`` extra): PP-OCRv4 load time, then images/s end to end on
+   ``--text-images`` 1024 x 1536 JPEGs (a photo with a five-line receipt card drawn on it), OCR alone, and the
+   alignment alone; the mean score must be >= 0.9 (the receipt's text is rendered exactly).
+4. ``nsfw`` (``--only nsfw``, needs the ``nsfw`` extra): NudeNet load time and images/s of
+   :class:`~echo_builder.safety.NudeNetChecker` on the 1024 x 1536 JPEGs (all safe: none may be flagged).
 
 Each timing is the best of ``--repeats`` runs (machines here are noisy). Prints a Markdown table; ``--append``
 also appends it, with date and machine, to bench/RESULTS.md under "## Metrics (`python -m bench.metrics`)".
@@ -36,6 +44,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from echo_builder.errors import MissingDependencyError
 from echo_builder.imaging import load_rgb
 from echo_builder.scoring.color import channel_histograms, color_shift, mean_rgb
 
@@ -245,9 +254,97 @@ def bench_structure(
 # (at least max(--pairs, --images / 2) of them; a section takes the slice it needs).
 # FACE IDENTITY: the face-identity benchmark (echo_builder/scoring/faces*.py) goes here as `bench_faces`,
 # appended to SECTIONS and named "faces" in --only.
+RECEIPT = ("CORNER CAFE", "2x Latte    $9.80", "1x Bagel    $3.20", "TOTAL $127.54", "THANK YOU")
+RECEIPT_PROMPT = 'A photo with a receipt card that reads "CORNER CAFE" and "TOTAL $127.54"'
+
+
+def make_text_images(folder: Path, photos: list[Path], n: int) -> list[Path]:
+    """``n`` 1024x1536 JPEGs: a photo with a white receipt card of five text lines drawn on it (DejaVu Sans)."""
+    from PIL import ImageDraw, ImageFont
+
+    font_path = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf")
+    font = ImageFont.truetype(str(font_path), 44) if font_path.is_file() else ImageFont.load_default(44)
+    paths = []
+    for i in range(n):
+        image = load_rgb(photos[i % len(photos)]).resize(SIZE)
+        draw = ImageDraw.Draw(image)
+        top = 200 + 40 * i
+        draw.rectangle((140, top, 884, top + 520), fill=(250, 250, 245))
+        draw.multiline_text((180, top + 40), "\n".join(RECEIPT), font=font, fill=(20, 20, 20), spacing=40)
+        paths.append(folder / f"text{i}.jpg")
+        image.save(paths[-1], quality=90)
+    return paths
+
+
+def bench_text(
+    args: argparse.Namespace, inputs: list[Path], outputs: list[Path]
+) -> tuple[list[Row], list[str]]:
+    """text_accuracy with the real PP-OCRv4 weights: model load, then per image end to end, OCR alone, and the
+    alignment alone (score of the OCR text against the required strings)."""
+    from echo_builder.ocr import RapidOcrEngine
+    from echo_builder.scoring.text_accuracy import required_strings, string_accuracy, text_accuracy
+
+    with tempfile.TemporaryDirectory(prefix="echo-bench-text-") as tmp:
+        images = make_text_images(Path(tmp), outputs, args.text_images)
+        n = len(images)
+        start = time.perf_counter()
+        engine = RapidOcrEngine()
+        t_load = time.perf_counter() - start
+        result = text_accuracy([RECEIPT_PROMPT] * n, images, ocr=engine)  # warm-up; its values are checked
+        t_end_to_end = best_of(args.repeats, lambda: text_accuracy([RECEIPT_PROMPT] * n, images, ocr=engine))
+        decoded = [load_rgb(p) for p in images]
+        t_ocr = best_of(args.repeats, lambda: [engine.read(img) for img in decoded])
+        texts = result.extras["ocr_text"]
+        required = required_strings(RECEIPT_PROMPT)
+        t_align = best_of(args.repeats, lambda: [string_accuracy(r, t) for t in texts for r in required])
+    rows = [
+        ("text_accuracy: loading PP-OCRv4 (det + cls + rec, once per process)", f"{t_load:.2f} s", ""),
+        (
+            f"text_accuracy end to end (decode 1024x1536 JPEG + OCR + score), {n} images",
+            f"{n / t_end_to_end:.2f} images/s ({t_end_to_end / n:.2f} s/image)",
+            "",
+        ),
+        ("OCR alone on decoded images", f"{t_ocr / n:.2f} s/image", ""),
+        ("alignment alone (2 required strings vs the OCR text)", f"{1e3 * t_align / n:.2f} ms/image", ""),
+        (
+            "mean text_accuracy on the rendered receipts",
+            f"{result.mean():.3f}",
+            f">= 0.9: {'met' if result.mean() >= 0.9 else 'NOT met'}",
+        ),
+    ]
+    notes = [f"OCR engine: {engine.backend_id}; onnxruntime on {os.cpu_count()} CPU cores."]
+    return rows, notes
+
+
+def bench_nsfw(
+    args: argparse.Namespace, inputs: list[Path], outputs: list[Path]
+) -> tuple[list[Row], list[str]]:
+    """NudeNetChecker with the shipped 320 px detector: model load and per-image screening (decode + detect)."""
+    from echo_builder.safety import NudeNetChecker
+
+    images = (inputs + outputs)[: args.images]
+    checker = NudeNetChecker()
+    start = time.perf_counter()
+    detector_id = checker.detector_id  # loads the model
+    t_load = time.perf_counter() - start
+    flagged = sum(checker.check(p).flagged for p in images)
+    t_check = best_of(args.repeats, lambda: [checker.check(p) for p in images])
+    rows = [
+        ("NSFW check: loading NudeNet 320n", f"{t_load:.2f} s", ""),
+        (
+            f"NSFW check per image (decode 1024x1536 JPEG + detect), {len(images)} images",
+            f"{len(images) / t_check:.1f} images/s ({1e3 * t_check / len(images):.0f} ms/image)",
+            f"flagged: {flagged} (safe images: 0 expected)",
+        ),
+    ]
+    return rows, [f"NSFW detector: {detector_id}, threshold {checker.threshold}."]
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace, list[Path], list[Path]], tuple[list[Row], list[str]]]] = {
     "color": bench_color,
     "structure": bench_structure,
+    "text": bench_text,
+    "nsfw": bench_nsfw,
 }
 
 
@@ -257,6 +354,7 @@ def main() -> None:
     )
     parser.add_argument("--pairs", type=int, default=24, help="input/output JPEG pairs for color_shift")
     parser.add_argument("--images", type=int, default=32, help="images for structure_distance")
+    parser.add_argument("--text-images", type=int, default=4, help="1024x1536 images for text_accuracy")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated of {list(SECTIONS)}")
     parser.add_argument("--append", action="store_true", help="append the table to bench/RESULTS.md")
@@ -276,7 +374,10 @@ def main() -> None:
         n_pairs = max(args.pairs, (args.images + 1) // 2)
         inputs, outputs, origin = make_jpegs(Path(tmp), n_pairs)
         for name in chosen:
-            section_rows, section_notes = SECTIONS[name](args, inputs, outputs)
+            try:
+                section_rows, section_notes = SECTIONS[name](args, inputs, outputs)
+            except MissingDependencyError as exc:
+                section_rows, section_notes = [(f"{name}: skipped", "", str(exc))], []
             rows += section_rows
             notes += section_notes
     lines = ["| measure | value | target |", "|---|---|---|"]
