@@ -55,7 +55,8 @@ class Category:
         metric: the echo-bench metric that measures it (``color_shift``, ``face_identity``,
             ``structure_distance``, ``text_rendering``), or ``None`` when no metric covers it yet.
         synonyms: other names an LLM may give it (folded onto ``name``).
-        patterns: regular expressions of the ``rules`` lexicon (case-insensitive, whole words).
+        patterns: regular expressions of the ``rules`` lexicon (case-insensitive; whole words, except patterns
+            starting with a non-ASCII character, which match anywhere, for Chinese and Japanese text).
     """
 
     name: str
@@ -72,7 +73,16 @@ class Category:
 
 @cache
 def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile(r"(?<![^\W_])(?:" + "|".join(patterns) + r")(?![^\W_])", re.IGNORECASE)
+    """One regex: patterns in Latin script match whole words; patterns starting with a non-ASCII character (CJK
+    text has no spaces between words) match anywhere."""
+    words = [p for p in patterns if p.isascii()]
+    anywhere = [p for p in patterns if not p.isascii()]
+    parts = []
+    if words:
+        parts.append(r"(?<![^\W_])(?:" + "|".join(words) + r")(?![^\W_])")
+    if anywhere:
+        parts.append("(?:" + "|".join(anywhere) + ")")
+    return re.compile("|".join(parts) or r"(?!x)x", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

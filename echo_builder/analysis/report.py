@@ -137,14 +137,14 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"labeller failures (left unlabelled): {_n(tasks['summary']['failures'])}."
     )
     add("")
-    add("| task | new in ECHO | prompts | text_to_image | image_to_image |")
-    add("|---|---|---:|---:|---:|")
+    add("| task | new in ECHO | prompts | text_to_image | image_to_image | analysis |")
+    add("|---|---|---:|---:|---:|---:|")
     for row in tasks["tasks"]:
         new = "yes" if row["new_task"] else "no"
         by = row["by_config"]
         add(
             f"| {_cell(row['task'])} | {new} | {_n(row['items'])} | {_n(by.get('text_to_image', 0))} | "
-            f"{_n(by.get('image_to_image', 0))} |"
+            f"{_n(by.get('image_to_image', 0))} | {_n(by.get('analysis', 0))} |"
         )
     _examples(lines, tasks["tasks"], key="task")
     _failed(lines, tasks["failed_items"])

@@ -43,14 +43,15 @@ class AnalysisResult:
 
 
 def _items(bench: Benchmark) -> tuple[list[Item], list[Item]]:
-    """Feedback texts (and analysis-split posts) to label for failures, and prompts to label with tasks."""
+    """Feedback texts (and analysis-split posts) to label for failures, and every config's prompts to label with
+    tasks (the analysis split's too: ECHO's new tasks come from all of its samples)."""
     feedback, prompts = [], []
     for s in bench.samples:
         for k, text in enumerate(s.feedback):
             feedback.append(Item(f"{s.sample_id}#feedback-{k}", s.sample_id, s.config, "feedback", text))
         if s.config == "analysis" and s.prompt.strip():
             feedback.append(Item(f"{s.sample_id}#post", s.sample_id, s.config, "post", s.prompt))
-        if s.config in PROMPT_CONFIGS and s.prompt.strip():
+        if s.prompt.strip():
             prompts.append(Item(s.sample_id, s.sample_id, s.config, "prompt", s.prompt))
     return feedback, prompts
 

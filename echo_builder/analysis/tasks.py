@@ -11,6 +11,7 @@ the general ones), or none when nothing matches (shown as unlabelled, never a de
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from echo_builder.analysis.labelling import (
     Category,
@@ -209,6 +210,24 @@ TASKS: tuple[Category, ...] = (
     ),
 )
 
+#: Chinese keywords of the ``rules`` lexicon (matched anywhere: Chinese has no spaces between words); community
+#: prompt collections are often written in Chinese first.
+_CJK: dict[str, tuple[str, ...]] = {
+    "label_translation": ("翻译",),
+    "document_generation": ("收据", "发票", "护照", "菜单", "名片", "证书", "票据"),
+    "novel_view_synthesis": ("视角", "俯视", "侧面"),
+    "virtual_try_on": ("穿搭", "试穿", "换装"),
+    "templated_product_image": ("包装", "广告", "产品"),
+    "multi_image_composition": ("两张", "多张", "融合"),
+    "reasoning_edit": ("推理", "计算"),
+    "text_rendering": ("海报", "文字", "标题", "信息图", "封面", "漫画"),
+    "style_transfer": ("风格", "吉卜力", "手办", "Q版", "素描"),
+    "portrait_edit": ("人物", "人脸", "自拍"),
+    "object_edit": ("添加", "去掉", "删除", "替换"),
+    "scene_generation": ("照片", "渲染", "插画", "场景"),
+}
+TASKS = tuple(replace(t, patterns=t.patterns + _CJK.get(t.name, ())) for t in TASKS)
+
 
 def label_tasks(
     items: Sequence[Item], *, caller: object | None, target_model: str, progress: str | None = None
@@ -225,7 +244,11 @@ def label_tasks(
     """
     prompt = load_prompt(PROMPT_FILE, "analysis-tasks")
     tasks = category_list(TASKS)
-    kinds = {"text_to_image": "text-to-image", "image_to_image": "image editing with input images"}
+    kinds = {
+        "text_to_image": "text-to-image",
+        "image_to_image": "image editing with input images",
+        "analysis": "a post about the model, possibly with a prompt",
+    }
     return label_items(
         items,
         TASKS,

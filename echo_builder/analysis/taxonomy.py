@@ -16,6 +16,7 @@ taxonomy with the synonyms below.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from echo_builder.analysis.labelling import (
     Category,
@@ -291,6 +292,16 @@ CATEGORIES: tuple[Category, ...] = (
         ),
     ),
 )
+
+#: Chinese keywords of the ``rules`` lexicon (matched anywhere).
+_CJK: dict[str, tuple[str, ...]] = {
+    "color_drift": ("偏黄", "发黄", "色偏", "偏色"),
+    "identity_shift": ("不像本人", "脸变了", "换了一个人"),
+    "text_rendering_error": ("错别字", "乱码"),
+    "anatomy_error": ("手指",),
+    "missing_element": ("没有按照", "漏了"),
+}
+CATEGORIES = tuple(replace(c, patterns=c.patterns + _CJK.get(c.name, ())) for c in CATEGORIES)
 
 
 def category(name: str) -> object | None:
