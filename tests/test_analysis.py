@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from echo_builder.analysis.labelling import fold, normalise_label, rules_labels
-from echo_builder.analysis.taxonomy import CATEGORIES
 from echo_builder.analysis.tasks import TASKS
+from echo_builder.analysis.taxonomy import CATEGORIES
 from echo_builder.cli import cli
 from tests.helpers.analysis import assert_md_matches_json, independent_first_bigrams, md_row
 
