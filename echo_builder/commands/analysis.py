@@ -25,7 +25,7 @@ def _launch_date(ctx: click.Context, param: click.Parameter, value: str | None) 
     try:
         return date.fromisoformat(value)
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not a date; use YYYY-MM-DD", ctx, param) from None
+        raise click.ClickException(f"--launch-date: {value!r} is not a date; use YYYY-MM-DD") from None
 
 
 @click.command()
