@@ -104,16 +104,24 @@ def _failed(result: LabellingResult) -> list[dict[str, Any]]:
     return [{"item_id": i.item.item_id, "status": i.status, "reason": i.reason} for i in result.failures]
 
 
-def _caller(backend: str, options: dict[str, Any], out: Path, limits: dict[str, Any]) -> Any:
+def _backend(backend: str, options: dict[str, Any]) -> Any:
+    """The labeller's backend (``None`` for rules), created before the output folder is touched."""
     if backend.strip() == "rules":
         if options:
             raise ConfigError(f"the rules backend takes no options, got {sorted(options)}")
         return None
     from echo_builder.backends import create_backend
+
+    return create_backend(backend, **options)
+
+
+def _caller(model: Any, out: Path, limits: dict[str, Any]) -> Any:
+    """A cached :class:`ModelCaller` for ``model`` (cache in ``OUT/cache``), or ``None`` for rules."""
+    if model is None:
+        return None
     from echo_builder.backends.caller import ModelCaller, RetryPolicy
     from echo_builder.cache import CallCache
 
-    model = create_backend(backend, **options)
     cache = CallCache(out / "cache", root=out)
     return ModelCaller(
         model,
@@ -198,6 +206,21 @@ def run_analysis(
             )
     if target_model is None and isinstance(bench.build.get("target_model"), str):
         target_model = bench.build["target_model"]
+    # diversity and fluency: the build's prompt configs, then each reference set
+    sets: list[tuple[str, str, str | None, list[str]]] = []
+    for config in PROMPT_CONFIGS:
+        prompts = [s.prompt for s in bench.samples if s.config == config and s.prompt.strip()]
+        if prompts:
+            sets.append((f"build:{config}", "build", config, prompts))
+    sets.extend((name, "reference", path, prompts) for name, path, prompts in references)
+    common = min((len(p) for *_, p in sets), default=0)
+    if sample_size is not None and sets:
+        if sample_size > common:
+            raise ConfigError(
+                f"--sample-size {sample_size} is larger than the smallest prompt set ({common} prompts)"
+            )
+        common = sample_size
+    model = _backend(backend, dict(backend_options or {}))
     language_model = None
     if lm is not None:
         from echo_builder.analysis.fluency import CausalLM, parse_lm_spec
@@ -208,8 +231,7 @@ def run_analysis(
     claim_output(out, KIND, signatures=("analysis.json",), what="analysis folder")
     mark_output(out, KIND, source=str(source))
     caller = _caller(
-        backend,
-        dict(backend_options or {}),
+        model,
         out,
         {"concurrency": concurrency, "timeout_s": timeout_s, "max_attempts": max_attempts},
     )
@@ -237,20 +259,6 @@ def run_analysis(
         row["new_task"] = row.pop("kind") == "new_task"
         row.pop("metric")
 
-    # diversity and fluency: the build's prompt configs, then each reference set
-    sets: list[tuple[str, str, str | None, list[str]]] = []
-    for config in PROMPT_CONFIGS:
-        prompts = [s.prompt for s in bench.samples if s.config == config and s.prompt.strip()]
-        if prompts:
-            sets.append((f"build:{config}", "build", config, prompts))
-    sets.extend((name, "reference", path, prompts) for name, path, prompts in references)
-    common = min((len(p) for *_, p in sets), default=0)
-    if sample_size is not None and sets:
-        if sample_size > common:
-            raise ConfigError(
-                f"--sample-size {sample_size} is larger than the smallest prompt set ({common} prompts)"
-            )
-        common = sample_size
     diversity_rows = []
     for name, origin, where, prompts in sets:
         stats = diversity(prompts, sample_size=common, n_boot=n_boot, seed=seed)
