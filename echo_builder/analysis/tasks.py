@@ -1,4 +1,4 @@
-"""Task labels: which task each benchmark prompt asks for (ECHO Sec. 5, "new tasks").
+"""Task labels: which task each benchmark prompt asks for (the new tasks of ECHO's analysis).
 
 ECHO found tasks that earlier benchmarks lack: re-rendering product labels across languages, receipts and
 documents with specified contents, novel view synthesis, virtual try-on, templated product images, subjects
