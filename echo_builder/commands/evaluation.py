@@ -426,6 +426,14 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     help="Win-rate interval: bootstrap over prompts, or normal: mean +- 1.96 sd/sqrt(n) over comparisons as ECHO's "
     "released code (the bootstrap interval stays beside it); see docs/reproducing-echo.md.",
 )
+@click.option(
+    "--by",
+    "by",
+    multiple=True,
+    metavar="KIND[=PATH]",
+    help="task[=ANALYSIS_DIR]: win rates per task label (echo-bench analyze's labels, default the rules labeller); "
+    "metrics=METRICS_DIR: win rates beside the community metrics, one row per model. RUN only; repeatable.",
+)
 def leaderboard(
     run: str | None,
     votes: str | None,
@@ -439,6 +447,7 @@ def leaderboard(
     seed: int,
     bootstrap_judges: bool,
     ci: str,
+    by: tuple[str, ...] = (),
 ) -> None:
     """Rank models from a judge RUN folder, per-sample --ratings, or human pairwise --votes.
 
@@ -454,6 +463,13 @@ def leaderboard(
 
     if sum(bool(x) for x in (run, votes, ratings, example)) != 1:
         raise click.UsageError("give exactly one of RUN, --votes FILE or --example, or --ratings FILE")
+    if by:
+        from echo_builder.judge.by_task import print_by
+
+        if not run:
+            raise click.UsageError("--by applies to a judge RUN only")
+        print_by(run, by, fmt, missing=missing, n_boot=n_boot, seed=seed)  # type: ignore[arg-type]
+        return
     if run or ratings:
         if models:
             raise click.UsageError("--models applies to --votes only")
