@@ -125,6 +125,7 @@ def test_open_labels_fold_onto_the_taxonomy_or_stay_open():
     assert fold("misspelled words", CATEGORIES) == ("text_rendering_error", True)
     assert fold("Watermark added", CATEGORIES) == ("watermark_added", False)
     assert fold("  ", CATEGORIES) == ("", False)
+    assert fold("None", CATEGORIES) == ("", False) and fold("No complaint.", CATEGORIES) == ("", False)
     assert fold("Receipt generation", TASKS) == ("document_generation", True)
     assert normalise_label("Colour-Drift!") == "colour drift"
 

@@ -41,6 +41,10 @@ __all__ = [
 
 #: Longest evidence quote kept, in characters.
 MAX_EVIDENCE = 300
+#: Labels that mean "nothing to label" (an LLM's way of giving an empty list): no label, not a category.
+NULL_LABELS = frozenset(
+    {"none", "no", "n a", "na", "null", "nothing", "no complaint", "no failure", "no issue", "other"}
+)
 
 
 @dataclass(frozen=True)
@@ -161,10 +165,11 @@ def fold(label: str, categories: Sequence[Category]) -> tuple[str, bool]:
 
     A label folds onto a category when, normalised (:func:`normalise_label`), it equals the category's name
     (underscores as spaces) or one of its synonyms, or when the lexicon's patterns match it whole words. Anything
-    else is an open category of its own: ``(snake_case of the label, False)``; an empty label gives ``("", False)``.
+    else is an open category of its own: ``(snake_case of the label, False)``; an empty label or one meaning
+    "nothing" (:data:`NULL_LABELS`: ``"none"``, ``"no complaint"``, ...) gives ``("", False)``: no label.
     """
     norm = normalise_label(label)
-    if not norm:
+    if not norm or norm in NULL_LABELS:
         return "", False
     for category in categories:
         names = {category.name.replace("_", " "), *(normalise_label(s) for s in category.synonyms)}
