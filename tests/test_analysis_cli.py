@@ -150,6 +150,7 @@ def test_another_commands_output_folder_is_refused(bench, tmp_path):
         (["--lm-option", "batch_size=4"], ["--lm-option needs --lm"]),
         (["--lm", "x", "--lm-option", "colour=red"], ["unknown key(s) colour"]),
         (["--compare", "missing.txt"], ["missing.txt", "no such file"]),
+        (["--compare", "."], ["is a folder"]),
     ],
 )
 def test_bad_options_fail_before_anything_is_written(bench, tmp_path, args, fragments):

@@ -12,7 +12,7 @@ scored token has a context. Its negative log-likelihood is ``-log p(t_i | t_<i)`
 
 Prompts longer than the model's context (``max_length`` tokens) are cut to it (counted in ``truncated``). The
 model loads with transformers' ``AutoTokenizer`` and ``AutoModelForCausalLM`` from a Hub id or a local folder
-(``pip install -e ".[judge-local]"``), on this process's accelerator (CUDA, MPS) or the CPU.
+(``pip install -e ".[judge-local]"``), on the GPU when CUDA is available, else the CPU.
 """
 
 from __future__ import annotations

@@ -134,6 +134,8 @@ def read_prompt_file(path: str | Path, column: str | None = None) -> list[str]:
             column, or no prompt at all; one line naming the file.
     """
     file = Path(path)
+    if file.is_dir():
+        raise ConfigError(f"--compare {file}: is a folder; give a prompt file (.txt, .csv, .tsv or .parquet)")
     if not file.is_file():
         raise ConfigError(f"--compare {file}: no such file")
     if file.stat().st_size > MAX_PROMPT_FILE_BYTES:

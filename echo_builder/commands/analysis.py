@@ -71,7 +71,6 @@ def _launch_date(ctx: click.Context, param: click.Parameter, value: str | None) 
 @click.option(
     "--compare",
     multiple=True,
-    type=click.Path(dir_okay=False),
     metavar="PROMPTS_FILE",
     help="Reference prompt set (.txt one prompt a line, .csv/.tsv/.parquet); repeatable.",
 )
