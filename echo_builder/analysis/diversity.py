@@ -28,7 +28,7 @@ import numpy as np
 from echo_builder.errors import ConfigError
 from echo_builder.stats.bootstrap import bootstrap_counts, check_bootstrap_args
 
-__all__ = ["distinct_n", "diversity", "first_bigram", "unique_first_bigrams", "words"]
+__all__ = ["bootstrap_means", "distinct_n", "diversity", "first_bigram", "unique_first_bigrams", "words"]
 
 _WORD = re.compile(r"[^\W_]+")
 
@@ -59,12 +59,40 @@ def distinct_n(prompts: Sequence[str], n: int) -> float | None:
     return len(set(grams)) / len(grams) if grams else None
 
 
-def _stats(prompts: Sequence[str]) -> dict[str, float | None]:
-    return {
-        "unique_first_bigrams": float(unique_first_bigrams(prompts)),
-        "distinct_1": distinct_n(prompts, 1),
-        "distinct_2": distinct_n(prompts, 2),
-    }
+def bootstrap_means(values: np.ndarray, n_boot: int, rng: np.random.Generator, chunk: int = 64) -> np.ndarray:
+    """Means of ``n_boot`` with-replacement resamples of ``values`` (float64, shape ``(n_boot,)``), drawn
+    ``chunk`` replicates at a time so memory stays ``chunk x len(values)`` for large sets."""
+    n = len(values)
+    out = np.empty(n_boot)
+    for start in range(0, n_boot, chunk):
+        size = min(chunk, n_boot - start)
+        out[start : start + size] = (bootstrap_counts(rng, n, size).astype(float) @ values) / n
+    return out
+
+
+class _Encoded:
+    """A prompt set tokenised once: each prompt's first-bigram id (-1: none) and its 1- and 2-gram ids."""
+
+    def __init__(self, prompts: Sequence[str]) -> None:
+        vocab: dict[tuple[str, ...], int] = {}
+        self.first = np.full(len(prompts), -1, dtype=np.int64)
+        self.grams: dict[int, list[np.ndarray]] = {1: [], 2: []}
+        for i, prompt in enumerate(prompts):
+            w = words(prompt)
+            if len(w) >= 2:
+                self.first[i] = vocab.setdefault(("^", w[0], w[1]), len(vocab))
+            for n in (1, 2):
+                ids = [vocab.setdefault(tuple(w[j : j + n]), len(vocab)) for j in range(len(w) - n + 1)]
+                self.grams[n].append(np.array(ids, dtype=np.int64))
+
+    def stats(self, subset: np.ndarray) -> dict[str, float | None]:
+        first = self.first[subset]
+        out: dict[str, float | None] = {"unique_first_bigrams": float(np.unique(first[first >= 0]).size)}
+        for n in (1, 2):
+            parts = [self.grams[n][i] for i in subset]
+            grams = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            out[f"distinct_{n}"] = float(np.unique(grams).size / grams.size) if grams.size else None
+        return out
 
 
 def _interval(values: np.ndarray, ci: float) -> list[float]:
@@ -108,9 +136,9 @@ def diversity(
         raise ConfigError(f"sample size must be in [1, {n}] (the number of prompts), got {sample_size!r}")
     rng = np.random.default_rng(seed)
     lengths = np.array([len(words(p)) for p in prompts], dtype=float)
-    k = bootstrap_counts(rng, n, n_boot).astype(float)
-    boot_means = (k @ lengths) / n
-    full = _stats(prompts)
+    boot_means = bootstrap_means(lengths, n_boot, rng)
+    encoded = _Encoded(prompts)
+    full = encoded.stats(np.arange(n))
     out: dict[str, Any] = {
         "n_prompts": n,
         "unique_first_bigrams": int(full["unique_first_bigrams"] or 0),
@@ -120,11 +148,10 @@ def diversity(
         "mean_words_ci": _interval(boot_means, ci),
         "sample_size": m,
     }
-    subsets = [list(range(n))] if m == n else [rng.choice(n, size=m, replace=False) for _ in range(n_boot)]
+    subsets = [np.arange(n)] if m == n else [rng.choice(n, size=m, replace=False) for _ in range(n_boot)]
     per_stat: dict[str, list[float]] = {"unique_first_bigrams": [], "distinct_1": [], "distinct_2": []}
     for subset in subsets:
-        chosen = [prompts[i] for i in subset]
-        for name, value in _stats(chosen).items():
+        for name, value in encoded.stats(subset).items():
             if value is not None:
                 per_stat[name].append(float(value))
     out["at_sample_size"] = {

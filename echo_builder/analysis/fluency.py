@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from echo_builder.errors import ConfigError, MissingDependencyError
-from echo_builder.stats.bootstrap import bootstrap_counts, check_bootstrap_args
+from echo_builder.stats.bootstrap import check_bootstrap_args
 
 __all__ = ["CausalLM", "parse_lm_spec"]
 
@@ -164,8 +164,9 @@ class CausalLM:
             return result
         mean_nll = float(np.concatenate(scored).mean())
         per_prompt = np.array([math.exp(float(a.mean())) for a in scored])
-        k = bootstrap_counts(np.random.default_rng(seed), len(per_prompt), n_boot).astype(float)
-        boot = (k @ per_prompt) / len(per_prompt)
+        from echo_builder.analysis.diversity import bootstrap_means
+
+        boot = bootstrap_means(per_prompt, n_boot, np.random.default_rng(seed))
         alpha = (1.0 - ci) / 2.0
         low, high = np.quantile(boot, [alpha, 1.0 - alpha])
         result.update(
