@@ -196,3 +196,31 @@ def test_benchmark_without_a_launch_date_counts_from_the_first_post(tmp_path):
     assert doc["activity"]["reference"] == "first post"
     assert [(d["day"], d["samples"]) for d in doc["activity"]["days"]] == [(0, 1), (1, 0), (2, 1)]
     assert doc["failures"]["categories"] == [] and doc["failures"]["summary"]["items"] == 0
+
+
+def test_feedback_as_one_string_or_a_number_and_repeated_ids(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from echo_builder.analysis.inputs import read_benchmark
+
+    folder = tmp_path / "bench"
+    (folder / "text_to_image").mkdir(parents=True)
+    table = pa.table(
+        {
+            "id": ["a", "a", "b"],
+            "prompt": ["a cat", "a dog", "a cow"],
+            "community_feedback": ["everything turned yellow", "", "x"],
+        }
+    )
+    pq.write_table(table, folder / "text_to_image" / "test-00000-of-00001.parquet")
+    (folder / "analysis").mkdir()
+    pq.write_table(
+        pa.table({"id": ["c"], "prompt": ["a post"], "community_feedback": [7]}),
+        folder / "analysis" / "test-00000-of-00001.parquet",
+    )
+    bench = read_benchmark(folder)
+    # one string is one feedback text (not one text per character); a number is no feedback, and said so
+    assert [s.feedback for s in bench.samples] == [("everything turned yellow",), (), ("x",), ()]
+    assert any("sample id 'a' is repeated" in p for p in bench.problems)
+    assert any("community_feedback is int, not a list" in p for p in bench.problems)

@@ -107,14 +107,28 @@ def read_benchmark(source: str | Path) -> Benchmark:
                 last_error = str(exc)
                 continue
         bench.configs.append(config)
+        seen: set[str] = set()
         for k, row in enumerate(rows):
             sample_id = _text(row.get("id")) or f"{config}-row-{k}"
             prompt = _text(row.get("prompt"))
             if prompt is None:
                 bench.problems.append(f"{config} row {k} ({sample_id}): no prompt text; skipped")
                 continue
+            if sample_id in seen:
+                bench.problems.append(
+                    f"{config} row {k}: sample id {sample_id!r} is repeated; both rows kept"
+                )
+            seen.add(sample_id)
+            raw = row.get("community_feedback")
+            if isinstance(raw, str):  # one text instead of a list of {post_url, feedback}
+                raw = [raw]
+            elif raw is not None and not isinstance(raw, (list, tuple)):
+                bench.problems.append(
+                    f"{config} row {k} ({sample_id}): community_feedback is {type(raw).__name__}, not a list; ignored"
+                )
+                raw = None
             feedback = []
-            for entry in row.get("community_feedback") or []:
+            for entry in raw or []:
                 text = _text(entry.get("feedback")) if isinstance(entry, dict) else _text(entry)
                 if text and text.strip():
                     feedback.append(text)
