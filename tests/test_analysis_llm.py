@@ -239,7 +239,13 @@ def test_unreachable_labeller_counts_every_item_as_a_failure(scripted_build, tmp
         ],
         catch_exceptions=False,
     )
-    assert result.exit_code == 0, result.output
+    # the report is written, with every text counted unlabelled, and the command says so and exits 1
+    assert result.exit_code == 1, result.output
+    assert (
+        result.output.strip()
+        .splitlines()[-1]
+        .startswith("error: every labeller call of taxonomy and tasks failed")
+    )
     doc = json.loads((out / "analysis.json").read_text())
     assert doc["failures"]["summary"]["failures"] == doc["failures"]["summary"]["items"] > 0
     assert doc["failures"]["categories"] == [] and doc["tasks"]["tasks"] == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import date
 from typing import Any
 
@@ -184,3 +185,15 @@ def analyze(
     for problem in doc["input"]["problems"][:5]:
         click.echo(f"note: {problem}", err=True)
     click.echo(f"wrote {result.out_dir / 'analysis.md'}")
+    dead = [
+        name
+        for name, part in (("taxonomy", failures), ("tasks", doc["tasks"]))
+        if part["summary"]["items"] and part["summary"]["failures"] == part["summary"]["items"]
+    ]
+    if dead:  # the report is written, but nothing in it was labelled: a script must notice
+        click.echo(
+            f"error: every labeller call of {' and '.join(dead)} failed (the texts are counted unlabelled); see "
+            f"failed_items in {result.out_dir / 'analysis.json'}",
+            err=True,
+        )
+        sys.exit(1)
