@@ -224,3 +224,56 @@ def test_feedback_as_one_string_or_a_number_and_repeated_ids(tmp_path):
     assert [s.feedback for s in bench.samples] == [("everything turned yellow",), (), ("x",), ()]
     assert any("sample id 'a' is repeated" in p for p in bench.problems)
     assert any("community_feedback is int, not a list" in p for p in bench.problems)
+
+
+# -- the output folder: links, read-only folders, a full disk (as every writing command) -----------------------
+from tests.reliability.test_outdir import read_only  # noqa: E402, F401  (the fixture)
+
+
+@pytest.mark.parametrize("planted", ["analysis.md", "plots", "labels.jsonl"])
+def test_a_link_planted_in_an_earlier_analysis_is_refused_and_its_target_untouched(bench, tmp_path, planted):
+    out = tmp_path / "out"
+    assert _run("analyze", bench, "--out", out, "--n-boot", "10").exit_code == 0
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine")
+    target = outside if planted == "plots" else outside / "keep.txt"
+    victim = out / planted
+    if victim.is_dir():
+        import shutil
+
+        shutil.rmtree(victim)
+    else:
+        victim.unlink()
+    victim.symlink_to(target, target_is_directory=target.is_dir())
+    _one_error_line(_run("analyze", bench, "--out", out, "--n-boot", "10"), "symbolic link")
+    assert (
+        sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
+        and (outside / "keep.txt").read_text() == "mine"
+    )
+
+
+def test_a_read_only_output_folder_is_one_error_line(bench, tmp_path, read_only):  # noqa: F811
+    out = tmp_path / "ro"
+    out.mkdir()
+    read_only(out)
+    _one_error_line(_run("analyze", bench, "--out", out), str(out), "Read-only file system")
+    assert list(out.iterdir()) == []
+
+
+def test_a_failure_while_making_the_report_keeps_the_previous_pair(bench, tmp_path, monkeypatch):
+    import errno
+
+    out = tmp_path / "out"
+    assert _run("analyze", bench, "--out", out, "--n-boot", "10").exit_code == 0
+    before = {name: (out / name).read_bytes() for name in ("analysis.json", "analysis.md")}
+    from echo_builder.analysis import run as run_module
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(out / "analysis.md"))
+
+    monkeypatch.setattr(run_module, "render_markdown", full)
+    _one_error_line(_run("analyze", bench, "--out", out, "--n-boot", "11"), "No space left on device")
+    # the earlier report and its JSON, still a matching pair; no temporary file left behind
+    assert {name: (out / name).read_bytes() for name in before} == before
+    assert not list(out.rglob(".*.tmp-*"))

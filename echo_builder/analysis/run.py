@@ -181,7 +181,7 @@ def run_analysis(
         OutputFolderError: ``out_dir`` holds something other than an earlier analysis.
     """
     from echo_builder.backends.caller import check_call_limits
-    from echo_dataset.safe_io import claim_output, mark_output, open_atomic, write_json, write_text
+    from echo_dataset.safe_io import claim_output, mark_output, open_atomic
 
     check_call_limits(concurrency=concurrency, timeout_s=timeout_s, max_attempts=max_attempts)
     if isinstance(examples, bool) or not isinstance(examples, int) or not 0 <= examples <= 100:
@@ -331,7 +331,17 @@ def run_analysis(
     }
     doc = rounded(doc)
     doc["plots"] = write_plots(doc, out)
-    write_json(out, out / "analysis.json", doc, ensure_ascii=False)
-    write_text(out, out / "analysis.md", render_markdown(doc))
+    # both texts are made first and written side by side, so that a failure (a full disk) leaves the earlier
+    # analysis.json and analysis.md as a matching pair
+    json_text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    md_text = render_markdown(doc)
+    with (
+        open_atomic(out, out / "analysis.json", "w") as json_file,
+        open_atomic(out, out / "analysis.md", "w") as md_file,
+    ):
+        json_file.write(json_text)
+        json_file.flush()
+        md_file.write(md_text)
+        md_file.flush()
     mark_output(out, KIND, source=str(source), complete=True)
     return AnalysisResult(out, doc)
