@@ -11,6 +11,7 @@ from echo_builder.analysis.activity import activity, parse_time
 from echo_builder.analysis.diversity import distinct_n, diversity, first_bigram, unique_first_bigrams
 from echo_builder.analysis.inputs import read_prompt_file
 from echo_builder.cli import cli
+from tests.helpers.analysis import assert_md_matches_json
 from tests.helpers.benchmark import make_benchmark
 
 PROMPTS = ["Change the sky to red", "change THE car", "Add a hat", "A", "add a hat!"]
@@ -224,6 +225,12 @@ def test_feedback_as_one_string_or_a_number_and_repeated_ids(tmp_path):
     assert [s.feedback for s in bench.samples] == [("everything turned yellow",), (), ("x",), ()]
     assert any("sample id 'a' is repeated" in p for p in bench.problems)
     assert any("community_feedback is int, not a list" in p for p in bench.problems)
+    out = tmp_path / "out"
+    assert _run("analyze", folder, "--out", out, "--n-boot", "10").exit_code == 0
+    doc = json.loads((out / "analysis.json").read_text())
+    assert doc["input"]["n_problems"] == len(bench.problems) == 2
+    assert "Input problems: 2 " in (out / "analysis.md").read_text()
+    assert_md_matches_json(out, doc)
 
 
 # -- the output folder: links, read-only folders, a full disk (as every writing command) -----------------------

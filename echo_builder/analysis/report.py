@@ -94,7 +94,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         add(f"| {config} | {_n(counts['samples'])} | {_n(counts['feedback'])} |")
     if meta["problems"]:
         add("")
-        add(f"Rows not read: {_n(len(meta['problems']))} (listed in analysis.json, input.problems).")
+        add(f"Input problems: {_n(meta['n_problems'])} (listed in analysis.json, input.problems).")
 
     fail = doc["failures"]
     add("")
@@ -137,15 +137,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"labeller failures (left unlabelled): {_n(tasks['summary']['failures'])}."
     )
     add("")
-    add("| task | new in ECHO | prompts | text_to_image | image_to_image | analysis |")
-    add("|---|---|---:|---:|---:|---:|")
+    present = list(meta["configs"])
+    add("| task | new in ECHO | prompts | " + " | ".join(present) + " |")
+    add("|---|---|---:|" + "---:|" * len(present))
     for row in tasks["tasks"]:
         new = "yes" if row["new_task"] else "no"
-        by = row["by_config"]
-        add(
-            f"| {_cell(row['task'])} | {new} | {_n(row['items'])} | {_n(by.get('text_to_image', 0))} | "
-            f"{_n(by.get('image_to_image', 0))} | {_n(by.get('analysis', 0))} |"
-        )
+        counts = " | ".join(_n(row["by_config"].get(c)) for c in present)
+        add(f"| {_cell(row['task'])} | {new} | {_n(row['items'])} | {counts} |")
     _examples(lines, tasks["tasks"], key="task")
     _failed(lines, tasks["failed_items"])
 

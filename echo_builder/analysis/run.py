@@ -56,20 +56,22 @@ def _items(bench: Benchmark) -> tuple[list[Item], list[Item]]:
     return feedback, prompts
 
 
-def _aggregate(result: LabellingResult, taxonomy: Sequence[Category], examples: int) -> list[dict[str, Any]]:
+def _aggregate(
+    result: LabellingResult, taxonomy: Sequence[Category], examples: int, configs: Sequence[str] = ()
+) -> list[dict[str, Any]]:
     """Per category: texts and samples labelled, the metric, and up to ``examples`` examples (sorted by texts,
     then name)."""
     known = {c.name: c for c in taxonomy}
     items: Counter[str] = Counter()
     samples: dict[str, set[str]] = defaultdict(set)
-    configs: dict[str, Counter[str]] = defaultdict(Counter)
+    by_config: dict[str, Counter[str]] = defaultdict(Counter)
     shown: dict[str, list[dict[str, Any]]] = defaultdict(list)
     open_names: set[str] = set()
     for labelled in result.items:
         for label in labelled.labels:
             items[label.category] += 1
             samples[label.category].add(labelled.item.sample_id)
-            configs[label.category][labelled.item.config] += 1
+            by_config[label.category][labelled.item.config] += 1
             if not label.in_taxonomy:
                 open_names.add(label.category)
             if len(shown[label.category]) < examples:
@@ -93,7 +95,7 @@ def _aggregate(result: LabellingResult, taxonomy: Sequence[Category], examples: 
                 "metric": cat.metric if cat else None,
                 "items": items[name],
                 "samples": len(samples[name]),
-                "by_config": dict(sorted(configs[name].items())),
+                "by_config": {c: by_config[name].get(c, 0) for c in sorted({*configs, *by_config[name]})},
                 "examples": shown[name],
             }
         )
@@ -252,8 +254,8 @@ def run_analysis(
             for labelled in result.items:
                 f.write(json.dumps({"labeller": kind, **labelled.to_dict()}, ensure_ascii=False) + "\n")
 
-    failure_rows = _aggregate(failures, CATEGORIES, examples)
-    task_rows = _aggregate(tasks, TASKS, examples)
+    failure_rows = _aggregate(failures, CATEGORIES, examples, bench.configs)
+    task_rows = _aggregate(tasks, TASKS, examples, bench.configs)
     for row in task_rows:
         row["task"] = row.pop("category")
         row["new_task"] = row.pop("kind") == "new_task"
@@ -293,6 +295,7 @@ def run_analysis(
             "target_model": target_model,
             "launch_date": launch_date.isoformat() if launch_date else None,
             "configs": configs,
+            "n_problems": len(bench.problems),
             "problems": bench.problems,
         },
         "labeller": {
