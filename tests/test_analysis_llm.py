@@ -77,7 +77,7 @@ def labeller(body: dict) -> str:
                     "labels": [
                         {"category": "bad anatomy", "evidence": "six fingers"},
                         {"category": "Typo", "evidence": "the text is misspelled"},
-                        {"category": "Watermark added", "evidence": "hands"},
+                        {"category": "Watermark added", "evidence": "a watermark in the corner"},
                     ]
                 }
             )
@@ -158,6 +158,9 @@ def test_llm_labels_are_folded_and_failures_counted_unlabelled(scripted_build, t
     # "Yellow tint" folded onto color drift, measured by color_shift
     assert cats["color_drift"]["metric"] == "color_shift" and cats["color_drift"]["items"] == 1
     assert cats["color_drift"]["examples"][0]["evidence"] == "turned everything yellow"
+    # evidence is checked against the text: a quote the text does not hold is kept but marked
+    marks = [lab for r in labels.values() for lab in r["labels"] if r["labeller"] == "failure"]
+    assert all(lab["quoted"] == (lab["category"] != "watermark_added") for lab in marks)
     # an open category outside the taxonomy is kept as its own, with no metric
     assert cats["watermark_added"]["in_taxonomy"] is False and cats["watermark_added"]["metric"] is None
     assert (

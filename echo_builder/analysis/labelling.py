@@ -110,6 +110,7 @@ class Label:
     in_taxonomy: bool
     raw: str
     evidence: str
+    quoted: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -117,6 +118,7 @@ class Label:
             "in_taxonomy": self.in_taxonomy,
             "raw": self.raw,
             "evidence": self.evidence,
+            "quoted": self.quoted,
         }
 
 
@@ -314,6 +316,8 @@ def label_items(
             if not category or category in seen:
                 continue
             seen.add(category)
-            labels.append(Label(category, known, name[:200], " ".join(entry.evidence.split())[:MAX_EVIDENCE]))
+            evidence = " ".join(entry.evidence.split())
+            quoted = bool(evidence) and evidence.lower() in " ".join(item.text.split()).lower()
+            labels.append(Label(category, known, name[:200], evidence[:MAX_EVIDENCE], quoted))
         result.items.append(LabelledItem(item, tuple(labels)))
     return result
