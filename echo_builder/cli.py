@@ -2,7 +2,7 @@
 
 The group and its error handling live here; the subcommands live in :mod:`echo_builder.commands` (curation:
 ``build``, ``publish``, ``import echo2025``; model outputs: ``generate``; evaluation: ``judge``, ``leaderboard``, ``agreement``,
-``metrics``; tools: ``backends``, ``cache``, ``plugins``; the tour: ``demo``). Heavy imports happen inside the command that
+``metrics``; analysis: ``analyze``; tools: ``backends``, ``cache``, ``plugins``; the tour: ``demo``). Heavy imports happen inside the command that
 needs them, so ``echo-bench --help`` is instant.
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from echo_builder import __version__
+from echo_builder.commands.analysis import analyze
 from echo_builder.commands.backends import backends, cache
 from echo_builder.commands.curation import build, publish
 from echo_builder.commands.demo import demo
@@ -147,6 +148,7 @@ for _command in (
     demo,
     generate,
     plugins,
+    analyze,
 ):
     cli.add_command(_command)
 

@@ -509,6 +509,14 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     metavar="NAME",
     help="--push-to-hub: environment variable holding the Hub token (default: HF_TOKEN, else the saved login).",
 )
+@click.option(
+    "--by",
+    "by",
+    multiple=True,
+    metavar="KIND[=PATH]",
+    help="task[=ANALYSIS_DIR]: win rates per task label (echo-bench analyze's labels, default the rules labeller); "
+    "metrics=METRICS_DIR: win rates beside the community metrics, one row per model. RUN only; repeatable.",
+)
 def leaderboard(
     run: str | None,
     votes: str | None,
@@ -525,6 +533,7 @@ def leaderboard(
     push_repo: str | None,
     private: bool,
     token_env: str | None,
+    by: tuple[str, ...] = (),
 ) -> None:
     """Rank models from a judge RUN folder, per-sample --ratings, or human pairwise --votes.
 
@@ -540,6 +549,15 @@ def leaderboard(
 
     if sum(bool(x) for x in (run, votes, ratings, example)) != 1:
         raise click.UsageError("give exactly one of RUN, --votes FILE or --example, or --ratings FILE")
+    if by:
+        from echo_builder.judge.by_task import print_by
+
+        if not run:
+            raise click.UsageError("--by applies to a judge RUN only")
+        if push_repo:
+            raise click.UsageError("--by prints a breakdown only; push the leaderboard without --by")
+        print_by(run, by, fmt, missing=missing, n_boot=n_boot, seed=seed)  # type: ignore[arg-type]
+        return
     token = _push_token(push_repo, private, token_env, has_verdicts=bool(run or ratings))
     if run or ratings:
         if models:

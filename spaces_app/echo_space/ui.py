@@ -22,6 +22,7 @@ import gradio as gr
 import pandas as pd
 
 from echo_space.about import about_markdown, metric_specs_table
+from echo_space.analysis import add_analysis_tab
 from echo_space.benchmark import FLAG_COLUMNS, Benchmark, filter_samples, listing
 from echo_space.leaderboard import RunSource
 from echo_space.playground import PLAYGROUND_COLUMNS, score_pair
@@ -251,6 +252,7 @@ def build_demo(settings: SpaceSettings | EchoSpace) -> Any:
                 _leaderboard_tab(space, demo)
             with gr.Tab("Metric playground", id="playground"):
                 _playground_tab(space)
+            add_analysis_tab(os.environ.get("ECHO_ANALYSIS"))  # when ECHO_ANALYSIS names an analyze folder
             with gr.Tab("About", id="about"):
                 intro, details = about_markdown(space.benchmark.card(), space.benchmark.source)
                 gr.Markdown(intro, elem_id="echo-about")

@@ -1,0 +1,167 @@
+"""``leaderboard RUN --by task`` (win rates per task, small groups flagged) and ``--by metrics=DIR`` (the judge's
+win rates beside the community metrics), on a judge run against a scripted loopback judge."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from echo_builder.cli import cli
+from echo_builder.judge.by_task import joined_table, leaderboard_by_task, parse_by, read_task_labels
+from tests.helpers.benchmark import make_benchmark, make_outputs
+from tests.test_judge import GREEN, RED, _dominant, _images
+
+RECEIPTS = [f"a receipt from diner {i} with a total of ${i}.50" for i in range(12)]
+POSTERS = [f"a poster of planet {i} that reads VISIT" for i in range(3)]
+
+
+def _cli(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def judge_reply(body):
+    """Prefers green on receipts and red on posters: each model wins exactly one task."""
+    text = "".join(
+        p.get("text", "")
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for p in m["content"]
+        if p["type"] == "text"
+    )
+    likes = "green" if "receipt" in text else "red"
+    return f"[[{8 if _dominant(_images(body)[-1]) == likes else 3}]]"
+
+
+@pytest.fixture
+def run(tmp_path, openai_server):
+    prompts = RECEIPTS + POSTERS
+    ids = [f"s{i:02d}" for i in range(len(prompts))]
+    bench = make_benchmark(
+        tmp_path / "bench",
+        "text_to_image",
+        [{"id": s, "prompt": p} for s, p in zip(ids, prompts, strict=True)],
+    )
+    outputs = make_outputs(
+        tmp_path / "outputs",
+        {
+            "green": {s: Image.new("RGB", (32, 32), GREEN) for s in ids},
+            "red": {s: Image.new("RGB", (32, 32), RED) for s in ids},
+        },
+    )
+    openai_server.reply = judge_reply
+    out = tmp_path / "run"
+    result = _cli(
+        "judge",
+        "--benchmark",
+        bench,
+        "--config",
+        "text_to_image",
+        "--outputs",
+        outputs,
+        "--judge",
+        "openai:j",
+        "--base-url",
+        openai_server.base_url,
+        "--out",
+        out,
+    )
+    assert result.exit_code == 0, result.output
+    return out, bench
+
+
+def test_win_rates_by_task_with_intervals_and_small_groups_flagged(run):
+    out, _ = run
+    table = leaderboard_by_task(out, None, min_prompts=10, n_boot=200)  # rules labels of the run's benchmark
+    rows = {(r.task, r.model): r for r in table.itertuples()}
+    assert (
+        rows[("document_generation", "green")].win_rate == 1.0
+        and rows[("document_generation", "red")].win_rate == 0.0
+    )
+    assert (
+        rows[("text_rendering", "red")].win_rate == 1.0 and rows[("text_rendering", "green")].win_rate == 0.0
+    )
+    assert (
+        rows[("document_generation", "green")].n_prompts == 12
+        and not rows[("document_generation", "green")].small
+    )
+    assert rows[("text_rendering", "red")].n_prompts == 3 and rows[("text_rendering", "red")].small
+    for r in table.itertuples():
+        assert r.ci_low <= r.win_rate <= r.ci_high
+    assert list(table["task"].unique()) == ["document_generation", "text_rendering"]  # larger task first
+
+
+def test_by_task_from_an_analysis_folder_and_the_cli(run, tmp_path):
+    out, bench = run
+    analysis = tmp_path / "analysis"
+    assert _cli("analyze", bench, "--out", analysis, "--n-boot", "20").exit_code == 0
+    labels = read_task_labels(analysis)
+    assert sum(1 for t in labels.values() if t == "document_generation") == 12
+    result = _cli("leaderboard", out, "--by", f"task={analysis}", "--format", "json", "--n-boot", "100")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["task"]
+    green = next(r for r in rows if r["task"] == "document_generation" and r["model"] == "green")
+    assert green["win_rate"] == 1.0 and green["small"] is False and green["n_prompts"] == 12
+    table = _cli("leaderboard", out, "--by", "task", "--n-boot", "100")
+    assert table.exit_code == 0 and "text_rendering" in table.stdout and " *" in table.stdout
+
+
+def test_joined_table_puts_metrics_beside_win_rates(run, tmp_path):
+    out, _ = run
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    summary = [
+        {"model": "green", "metric": "color_shift", "mean": 3.5, "n": 12, "n_nan": 3},
+        {"model": "red", "metric": "color_shift", "mean": 40.25, "n": 11, "n_nan": 4},
+        {"model": "red", "metric": "text_rendering", "mean": None, "n": 0, "n_nan": 15},
+    ]
+    (metrics / "summary.json").write_text(json.dumps({"summary": summary}))
+    table = joined_table(out, metrics, n_boot=100)
+    rows = {r["model"]: r for r in table.to_dict("records")}
+    assert rows["green"]["win_rate"] == pytest.approx(12 / 15) and rows["green"]["color_shift"] == 3.5
+    assert rows["green"]["color_shift_n"] == 12 and rows["red"]["color_shift_n"] == 11
+    assert rows["red"]["text_rendering_n"] == 0
+    for r in rows.values():
+        assert r["ci_low"] <= r["win_rate"] <= r["ci_high"]
+    printed = _cli("leaderboard", out, "--by", f"metrics={metrics}", "--n-boot", "100")
+    assert printed.exit_code == 0 and "3.500 (n=12)" in printed.stdout
+    markdown = _cli(
+        "leaderboard", out, "--by", f"metrics={metrics}", "--format", "markdown", "--n-boot", "100"
+    )
+    assert markdown.exit_code == 0, markdown.output
+    lines = markdown.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("| model"))
+    cells = [c.strip().replace("\\_", "_") for c in header.strip("|").split("|")]  # markdown escapes _
+    red = next(line for line in lines if line.startswith("| red"))
+    red_cells = dict(zip(cells, (c.strip() for c in red.strip("|").split("|")), strict=True))
+    assert red_cells["color_shift"] == "40.250" and red_cells["text_rendering"] == "n/a"
+    assert red_cells["text_rendering_n"] == "0"
+
+
+def test_by_cannot_be_pushed(run):
+    out, _ = run
+    result = CliRunner().invoke(cli, ["leaderboard", str(out), "--by", "task", "--push-to-hub", "me/board"])
+    assert result.exit_code != 0 and "--by prints a breakdown only" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--by", "complaint"], "use task, task=ANALYSIS_DIR or metrics=METRICS_DIR"),
+        (["--by", "metrics"], "--by metrics needs the folder"),
+        (["--by", "task=/nonexistent"], "no labels.jsonl there"),
+    ],
+)
+def test_bad_by_values_are_one_error_line(run, args, fragment):
+    out, _ = run
+    result = CliRunner().invoke(cli, ["leaderboard", str(out), *args])
+    assert result.exit_code == 1 and result.output.startswith("error: ") and fragment in result.output
+    assert result.output.count("\n") == 1
+
+
+def test_parse_by():
+    assert parse_by(["task", "metrics=m"]) == {"task": None, "metrics": "m"}
+    with pytest.raises(Exception, match="twice"):
+        parse_by(["task", "task=x"])
