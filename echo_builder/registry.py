@@ -24,6 +24,7 @@ task registry: declaration next to the implementation, discovery by entry point,
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import sys
@@ -341,6 +342,8 @@ class Registry(Generic[T]):
             try:
                 loaded = point.load()
                 entry, obj = self._adopt_plugin(point.name, loaded, distribution or point.value)
+                if not entry.target:  # an adopted declaration knows no import path: the entry point's is it
+                    entry = dataclasses.replace(entry, target=point.value)
                 if entry.name != point.name:
                     raise ConfigError(
                         f"the entry point is named {point.name!r} but declares {entry.name!r}; use one name"

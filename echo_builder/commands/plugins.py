@@ -12,9 +12,21 @@ __all__ = ["plugins"]
 
 
 def _plain(value: Any) -> Any:
-    """``value`` as JSON: scalars, lists and dicts as they are, anything else (a spec object) as its text."""
+    """``value`` as JSON: scalars, lists and dicts as they are, a dataclass (a metric's spec, its options) as the
+    mapping of its fields, anything else as its text. A non-finite float is its text (JSON has no NaN)."""
+    import dataclasses
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: _plain(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if not f.name.startswith("_")
+        }
     if isinstance(value, (list, tuple, frozenset, set)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):
