@@ -34,7 +34,7 @@ def test_module_folder_is_complete(folder: Path):
     for section in ("## Inputs", "## Outputs", "## Limitations", "## Citation"):
         assert section in card, f"{name} card lacks {section!r}"
     # the card states the direction the code declares (behaviour as data, once)
-    for module in ("color", "structure", "faces", "text"):
+    for module in ("color", "structure", "faces", "text", "text_accuracy"):
         __import__(f"echo_builder.scoring.{module}")
     from echo_builder.scoring import METRIC_SPECS
 
@@ -158,6 +158,8 @@ def test_docstring_examples_run_as_doctests(folder, openai_server, monkeypatch):
         pytest.importorskip("timm")
     if folder.name == "face_identity":
         pytest.importorskip("dlib")
+    if folder.name == "text_accuracy":
+        pytest.importorskip("rapidocr_onnxruntime")
     openai_server.reply = lambda body: "Looks right. [[8]]"
     monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-doctest")

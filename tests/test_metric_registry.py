@@ -33,7 +33,7 @@ from echo_builder.scoring.registry import (
 from tests.conftest import REPO_ROOT
 from tests.helpers.benchmark import make_benchmark, make_outputs
 
-BUILT_INS = ("color_shift", "structure_distance", "face_identity", "text_rendering")
+BUILT_INS = ("color_shift", "structure_distance", "face_identity", "text_rendering", "text_accuracy")
 EXTENDING = REPO_ROOT / "docs" / "extending.md"
 
 
@@ -41,7 +41,7 @@ EXTENDING = REPO_ROOT / "docs" / "extending.md"
 
 
 def test_built_in_metrics_are_declared_in_order_with_their_specs():
-    assert METRICS.names()[:4] == list(BUILT_INS)
+    assert METRICS.names()[: len(BUILT_INS)] == list(BUILT_INS)
     for name in BUILT_INS:
         definition = METRICS.get(name)
         assert definition.spec == METRIC_SPECS[name] and METRICS.entry(name).builtin
@@ -51,6 +51,7 @@ def test_built_in_metrics_are_declared_in_order_with_their_specs():
         "structure_distance": "structure",
         "face_identity": "face_identity",
         "text_rendering": "text_rendering",
+        "text_accuracy": "text_rendering",  # the OCR check of ECHO's text metric shares its flag
     }
     assert [n for n in BUILT_INS if METRICS.get(n).needs_inputs] == list(BUILT_INS[:3])
     assert [n for n in BUILT_INS if METRICS.get(n).needs_judge] == ["text_rendering"]
@@ -59,6 +60,7 @@ def test_built_in_metrics_are_declared_in_order_with_their_specs():
         "structure_distance": "dino",
         "face_identity": "faces",
         "text_rendering": None,
+        "text_accuracy": "ocr",
     }
     assert [o.name for o in METRICS.get("structure_distance").options] == [
         "dino_weights",
@@ -77,6 +79,7 @@ def test_old_names_are_live_views_of_the_registry():
         "structure_distance": "structure",
         "face_identity": "face_identity",
         "text_rendering": "text_rendering",
+        "text_accuracy": "text_rendering",
     }
     assert set(_NEEDS_INPUTS) == {"color_shift", "structure_distance", "face_identity"}
 
@@ -258,7 +261,7 @@ def _bench(tmp_path: Path) -> tuple[Path, Path]:
 def test_an_installed_plugin_metric_reaches_every_reader(installed_plugin, tmp_path):
     entry = METRICS.entry("brightness_shift")
     assert entry.origin == "echo-brightness 0.1" and not entry.builtin
-    assert METRICS.names()[:4] == list(BUILT_INS) and "brightness_shift" in METRICS.names()
+    assert METRICS.names()[: len(BUILT_INS)] == list(BUILT_INS) and "brightness_shift" in METRICS.names()
     assert not [p for p in plugin_problems() if p.name == "brightness_shift"]
 
     runner = CliRunner()

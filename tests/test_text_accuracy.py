@@ -536,3 +536,85 @@ def test_real_gpt4o_poster_with_chinese_text(engine, shared_data):
         1 - 1 / 11
     )  # 、 for ，
     assert 0.85 <= result.values[0] < 1.0
+
+
+# ------------------------------------------------------------------------------------ through the metric registry
+@pytest.mark.slow
+def test_metrics_cli_scores_text_accuracy_with_the_ocr_details(engine, tmp_path):
+    """`echo-bench metrics --metric text_accuracy`: the registry's factory reads each output with the real OCR; the
+    value, the NaN reasons and the row's detail (required strings, OCR text, best match) agree with the rule."""
+    import json
+
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from echo_builder.cli import cli
+    from tests.helpers.benchmark import make_benchmark, make_outputs
+
+    bench = make_benchmark(
+        tmp_path / "bench",
+        "text_to_image",
+        [
+            {"id": "receipt", "prompt": 'A receipt with "TOTAL $127.54" at the bottom'},
+            {"id": "cat", "prompt": "a cat asleep on a sofa"},
+            {"id": "sign", "prompt": 'a shop sign that says "OPEN"'},
+        ],
+    )
+    outputs = make_outputs(
+        tmp_path / "outputs",
+        {"m": {"receipt": render("TOTAL $721.45"), "cat": render("meow"), "sign": b"not an image"}},
+    )
+    result = CliRunner().invoke(
+        cli,
+        [
+            "metrics",
+            "--benchmark",
+            str(bench),
+            "--config",
+            "text_to_image",
+            "--outputs",
+            str(outputs),
+            "--metric",
+            "text_accuracy",
+            "--format",
+            "csv",
+            "--out",
+            str(tmp_path / "scores"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    rows = pd.read_csv(tmp_path / "scores" / "metrics.csv").set_index("sample_id")
+    assert rows.loc["receipt", "value"] == pytest.approx(1 - 3 / 12)
+    assert rows.loc["cat", "nan_reason"] == NO_REQUIRED_TEXT
+    assert rows.loc["sign", "nan_reason"].startswith("unreadable image: sample 2 output")
+    detail = json.loads(rows.loc["receipt", "detail"])
+    assert detail["required"] == ["TOTAL $127.54"] and normalise(detail["ocr_text"]) == "total$721.45"
+    assert detail["matches"] == [
+        {"required": "TOTAL $127.54", "matched": "total$721.4", "distance": 3, "cer": 0.25}
+    ]
+    summary = json.loads((tmp_path / "scores" / "summary.json").read_text())["summary"]
+    (row,) = summary
+    assert row["metric"] == "text_accuracy" and row["higher_is_better"] is True
+    assert row["n"] == 1 and row["n_nan"] == 2 and row["backend"].startswith("rapidocr_onnxruntime-")
+
+
+@pytest.mark.slow
+def test_space_playground_shows_text_accuracy_for_a_quoting_prompt(engine):
+    from tests.conftest import REPO_ROOT
+
+    sys.path.insert(0, str(REPO_ROOT / "spaces_app"))
+    try:
+        from echo_space.playground import score_pair
+    finally:
+        sys.path.remove(str(REPO_ROOT / "spaces_app"))
+    table = score_pair(
+        None, render("TOTAL $127.54"), 'a receipt, "TOTAL $127.54"', face_backend=None
+    ).table.set_index("metric")
+    assert table.loc["text_accuracy", "value"] == 1.0 and table.loc["text_accuracy", "better"] == "higher"
+    unquoted = score_pair(None, render("TOTAL"), "a receipt", face_backend=None).table.set_index("metric")
+    assert pd_isna(unquoted.loc["text_accuracy", "value"])
+    assert unquoted.loc["text_accuracy", "note"] == NO_REQUIRED_TEXT
+
+
+def pd_isna(value) -> bool:
+    return value is None or (isinstance(value, float) and value != value)

@@ -50,7 +50,8 @@ __all__ = [
 #: empty), ``outputs`` n output images (paths, PIL images, arrays, bytes), ``prompts`` n strings, ``options`` the
 #: run's options (every declared option by name, with its default when not given, plus ``judges``,
 #: ``judge_options``, ``cache_dir`` and ``judge_prompt`` for metrics that need a judge). Returns one value per
-#: sample, NaN with a reason where the metric does not apply or failed.
+#: sample, NaN with a reason where the metric does not apply or failed. Optionally ``extras["details"]``: n
+#: JSON-ready values (or ``None``), each stored as that sample's ``detail`` (JSON text) in the metrics table.
 MetricFactory = Callable[[list[list[Any]], list[Any], list[str], Mapping[str, Any]], MetricResult]
 
 #: Types a metric option may declare: how the CLI parses it.

@@ -359,10 +359,13 @@ def _rows_for(
     if todo:
         result = function([t[1] for t in todo], [t[2] for t in todo], [t[3] for t in todo])
         deltas = result.extras.get("deltas")
+        per_sample = result.extras.get("details")
         notes = result.extras.get("notes") or [None] * len(todo)
         for k, (base, _, _, _) in enumerate(todo):
             detail = None
-            if deltas is not None:
+            if per_sample is not None:  # a metric's own per-sample detail (JSON-ready), e.g. text_accuracy's
+                detail = None if per_sample[k] is None else json.dumps(per_sample[k], ensure_ascii=False)
+            elif deltas is not None:
                 detail = json.dumps({"delta_rgb": [round(float(d), 4) for d in deltas[k]]})
             elif "backend" in result.extras:
                 detail = json.dumps({"backend": result.extras["backend"]})

@@ -49,6 +49,7 @@ import numpy as np
 
 from echo_builder.errors import ConfigError, ImageError
 from echo_builder.scoring.base import OUTPUT_MISSING, MetricResult, MetricSpec, register_metric_spec
+from echo_builder.scoring.registry import MetricDefinition, declare_metric
 
 __all__ = [
     "INVALID_PROMPT",
@@ -59,6 +60,7 @@ __all__ = [
     "OUTPUT_MISSING",
     "QUOTE_PAIRS",
     "TEXT_ACCURACY",
+    "TEXT_ACCURACY_METRIC",
     "Alignment",
     "best_alignment",
     "normalise",
@@ -447,3 +449,41 @@ def text_accuracy(
             "normalisation": "NFKC, casefold, typographic quotes/dashes to ASCII, whitespace removed",
         },
     )
+
+
+def _score_for_run(
+    inputs: list[list[Any]], outputs: list[Any], prompts: list[str], options: Any
+) -> MetricResult:
+    """The registry's factory: :func:`text_accuracy` on the prompts' quoted strings, with ``extras["details"]``
+    (per sample: the OCR backend, the required strings, what the OCR read and the best matches) for the rows'
+    ``detail`` column."""
+    result = text_accuracy(prompts, outputs)
+    extras = result.extras
+    extras["details"] = [
+        None
+        if not extras["required"][i]
+        else {
+            "backend": extras["backend"],
+            "required": extras["required"][i],
+            "ocr_text": extras["ocr_text"][i],
+            "matches": [
+                {k: m[k] for k in ("required", "matched", "distance", "cer")} for m in extras["matches"][i]
+            ],
+        }
+        for i in range(len(outputs))
+    ]
+    return result
+
+
+TEXT_ACCURACY_METRIC = declare_metric(
+    MetricDefinition(
+        name="text_accuracy",
+        spec=TEXT_ACCURACY,
+        factory=_score_for_run,
+        applicability_flag="text_rendering",  # the flag of ECHO's text metric: text is what the sample is about
+        needs_inputs=False,
+        extra="ocr",
+        description="OCR (PP-OCRv4) reads the output; 1 - character error rate of each string the prompt quotes",
+    ),
+    target="echo_builder.scoring.text_accuracy:TEXT_ACCURACY_METRIC",
+)
