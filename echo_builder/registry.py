@@ -45,6 +45,7 @@ __all__ = [
     "all_registries",
     "plugin_problems",
     "reload_plugins",
+    "spec_class_adopter",
 ]
 
 log = logging.getLogger(__name__)
@@ -406,6 +407,47 @@ _REGISTRY_MODULES = {
     "generator": "echo_builder.generate",
     "stage": "echo_builder.stages.registry",
 }
+
+
+def spec_class_adopter(
+    base: type, public_name: str, kind: str
+) -> Callable[[str, Any, str], tuple[Entry[Any], Any]]:
+    """The ``adopt`` of a registry of classes created from ``<name>:<target>`` specs (backends, generators).
+
+    The entry point's object must be a concrete subclass of ``base`` (``public_name`` is how messages name it,
+    e.g. ``echo_builder.backends.Backend``) whose ``name`` equals the entry point's name and holds no ``:`` or
+    whitespace (a spec could never name it). The entry carries ``needs_target`` in its fields.
+
+    Raises (from the returned function):
+        ConfigError: any of these rules is broken (the registry reports it as that plugin's problem).
+    """
+    import inspect
+
+    def adopt(name: str, loaded: Any, origin: str) -> tuple[Entry[Any], Any]:
+        if not (isinstance(loaded, type) and issubclass(loaded, base)):
+            raise ConfigError(f"expected a subclass of {public_name}, got {type(loaded).__name__} {loaded!r}")
+        if inspect.isabstract(loaded):
+            missing = ", ".join(sorted(getattr(loaded, "__abstractmethods__", ())))
+            raise ConfigError(f"{loaded.__qualname__} is abstract (does not implement {missing})")
+        if not name or ":" in name or any(c.isspace() for c in name):
+            raise ConfigError(
+                f"{name!r} cannot be a {kind} name: a spec is <name>:<target>, so no ':' or spaces"
+            )
+        if loaded.name != name:
+            raise ConfigError(
+                f"{loaded.__qualname__}.name is {loaded.name!r}; set it to the entry point's name {name!r}"
+            )
+        entry: Entry[Any] = Entry(
+            name,
+            f"{loaded.__module__}:{loaded.__qualname__}",
+            str(loaded.description or ""),
+            None,
+            origin,
+            MappingProxyType({"needs_target": bool(loaded.needs_target)}),
+        )
+        return entry, loaded
+
+    return adopt
 
 
 def all_registries() -> dict[str, Registry[Any]]:

@@ -18,9 +18,7 @@ Spec strings:
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 from echo_builder.backends.base import (
@@ -38,7 +36,7 @@ from echo_builder.backends.base import (
     user_message,
 )
 from echo_builder.errors import ConfigError
-from echo_builder.registry import BUILT_IN, Entry, Registry
+from echo_builder.registry import BUILT_IN, Registry, spec_class_adopter
 
 #: Backend options that set a :class:`GenerationParams` field for every call of a run (``-o temperature=0.7``).
 #: Accepted by every model backend, validated like the field, applied by the caller before the cache lookup (so
@@ -81,32 +79,7 @@ class BackendInfo:
     origin: str = BUILT_IN  # "built-in" or the plugin's distribution ("echo-mybackend 0.1")
 
 
-def _adopt(name: str, loaded: Any, origin: str) -> tuple[Entry[type[Backend]], type[Backend]]:
-    """An ``echo_bench.backends`` entry point's object as a registry entry: it must be a concrete Backend subclass."""
-    if not (isinstance(loaded, type) and issubclass(loaded, Backend)):
-        raise ConfigError(
-            f"expected a subclass of echo_builder.backends.Backend, got {type(loaded).__name__} {loaded!r}"
-        )
-    if inspect.isabstract(loaded):
-        missing = ", ".join(sorted(getattr(loaded, "__abstractmethods__", ())))
-        raise ConfigError(f"{loaded.__qualname__} is abstract (does not implement {missing})")
-    if not name or ":" in name or any(c.isspace() for c in name):
-        raise ConfigError(
-            f"{name!r} cannot be a backend name: a spec is <name>:<target>, so no ':' or spaces"
-        )
-    if loaded.name != name:
-        raise ConfigError(
-            f"{loaded.__qualname__}.name is {loaded.name!r}; set it to the entry point's name {name!r}"
-        )
-    entry: Entry[type[Backend]] = Entry(
-        name,
-        f"{loaded.__module__}:{loaded.__qualname__}",
-        str(loaded.description or ""),
-        None,
-        origin,
-        MappingProxyType({"needs_target": bool(loaded.needs_target)}),
-    )
-    return entry, loaded
+_adopt = spec_class_adopter(Backend, "echo_builder.backends.Backend", "backend")
 
 
 #: Every backend: the built-ins below, classes decorated with :func:`register_backend`, and plugins (entry-point

@@ -22,9 +22,7 @@ Spec strings:
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 from echo_builder.errors import ConfigError
@@ -36,7 +34,7 @@ from echo_builder.generate.base import (
     Generator,
     derive_seed,
 )
-from echo_builder.registry import BUILT_IN, Entry, Registry
+from echo_builder.registry import BUILT_IN, Registry, spec_class_adopter
 
 __all__ = [
     "FAILURE_STATUSES",
@@ -66,32 +64,7 @@ class GeneratorInfo:
     origin: str = BUILT_IN  # "built-in" or the plugin's distribution ("echo-mygen 0.1")
 
 
-def _adopt(name: str, loaded: Any, origin: str) -> tuple[Entry[type[Generator]], type[Generator]]:
-    """An ``echo_bench.generators`` entry point's object as an entry: it must be a concrete Generator subclass."""
-    if not (isinstance(loaded, type) and issubclass(loaded, Generator)):
-        raise ConfigError(
-            f"expected a subclass of echo_builder.generate.Generator, got {type(loaded).__name__} {loaded!r}"
-        )
-    if inspect.isabstract(loaded):
-        missing = ", ".join(sorted(getattr(loaded, "__abstractmethods__", ())))
-        raise ConfigError(f"{loaded.__qualname__} is abstract (does not implement {missing})")
-    if not name or ":" in name or any(c.isspace() for c in name):
-        raise ConfigError(
-            f"{name!r} cannot be a generator name: a spec is <name>:<target>, so no ':' or spaces"
-        )
-    if loaded.name != name:
-        raise ConfigError(
-            f"{loaded.__qualname__}.name is {loaded.name!r}; set it to the entry point's name {name!r}"
-        )
-    entry: Entry[type[Generator]] = Entry(
-        name,
-        f"{loaded.__module__}:{loaded.__qualname__}",
-        str(loaded.description or ""),
-        None,
-        origin,
-        MappingProxyType({"needs_target": bool(loaded.needs_target)}),
-    )
-    return entry, loaded
+_adopt = spec_class_adopter(Generator, "echo_builder.generate.Generator", "generator")
 
 
 #: Every generator: the built-ins below, classes decorated with :func:`register_generator`, and plugins
