@@ -20,12 +20,39 @@ __all__ = [
     "MetricResult",
     "MetricSpec",
     "as_image_list",
+    "check_on_image_error",
+    "not_applicable_mask",
     "register_metric_spec",
 ]
 
 #: NaN reasons shared by the image metrics, so reports can count them across metrics.
 NO_INPUT_IMAGES = "not applicable: the sample has no input images"
 OUTPUT_MISSING = "output image missing"
+
+
+def check_on_image_error(value: str) -> None:
+    """Raise :class:`~echo_builder.errors.ConfigError` unless ``value`` is ``"raise"`` or ``"nan"``."""
+    if value not in ("raise", "nan"):
+        from echo_builder.errors import ConfigError
+
+        raise ConfigError(f"on_image_error must be 'raise' or 'nan', got {value!r}")
+
+
+def not_applicable_mask(applicable: Any, n: int) -> list[bool]:
+    """One "skip as not applicable" flag per sample from an applicability column (``None``: none skipped).
+
+    Only a boolean ``False`` skips a sample; ``True``, ``None`` or a missing value (unknown) means computed.
+
+    Raises:
+        ConfigError: ``applicable`` does not hold ``n`` flags.
+    """
+    if applicable is None:
+        return [False] * n
+    if len(applicable) != n:
+        from echo_builder.errors import ConfigError
+
+        raise ConfigError(f"applicable needs one flag per sample: got {len(applicable)} for {n}")
+    return [isinstance(flag, (bool, np.bool_)) and not flag for flag in applicable]
 
 
 def as_image_list(item: Any) -> list[Any]:

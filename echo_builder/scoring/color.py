@@ -54,6 +54,8 @@ from echo_builder.scoring.base import (
     MetricResult,
     MetricSpec,
     as_image_list,
+    check_on_image_error,
+    not_applicable_mask,
     register_metric_spec,
 )
 from echo_builder.scoring.registry import MetricDefinition, declare_metric
@@ -187,14 +189,8 @@ def _check_arguments(
         raise ConfigError(
             f"inputs and outputs must pair up one to one: got {len(inputs)} inputs and {len(outputs)} outputs"
         )
-    if on_image_error not in ("raise", "nan"):
-        raise ConfigError(f"on_image_error must be 'raise' or 'nan', got {on_image_error!r}")
-    if applicable is None:
-        return [False] * len(outputs)
-    if len(applicable) != len(outputs):
-        raise ConfigError(f"applicable needs one flag per sample: got {len(applicable)} for {len(outputs)}")
-    # only a boolean False says "not applicable"; None (or a missing value) means unknown: computed
-    return [isinstance(flag, (bool, np.bool_)) and not flag for flag in applicable]
+    check_on_image_error(on_image_error)
+    return not_applicable_mask(applicable, len(outputs))
 
 
 def _sample_histograms(i: int, images: list[Any], output: Any) -> tuple[np.ndarray, np.ndarray]:

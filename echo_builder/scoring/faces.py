@@ -55,6 +55,7 @@ from echo_builder.scoring.base import (
     MetricResult,
     MetricSpec,
     as_image_list,
+    check_on_image_error,
     register_metric_spec,
 )
 from echo_builder.scoring.registry import MetricDefinition, MetricOption, declare_metric
@@ -321,8 +322,7 @@ def face_identity(
     score = float(no_face_in_output_score)
     if not np.isfinite(score) or not -1.0 <= score <= 1.0:
         raise ConfigError(f"no_face_in_output_score must be a finite value in [-1, 1], got {score!r}")
-    if on_image_error not in ("raise", "nan"):
-        raise ConfigError(f"on_image_error must be 'raise' or 'nan', got {on_image_error!r}")
+    check_on_image_error(on_image_error)
     if isinstance(backend, FaceBackend):
         if backend_options:
             raise ConfigError("backend options go to get_face_backend() when a backend instance is given")

@@ -47,6 +47,7 @@ from echo_builder.scoring.base import (
     MetricResult,
     MetricSpec,
     as_image_list,
+    check_on_image_error,
     register_metric_spec,
 )
 from echo_builder.scoring.registry import MetricDefinition, MetricOption, declare_metric
@@ -309,8 +310,7 @@ class DinoStructure:
             raise ConfigError(
                 f"inputs and outputs must pair up one to one: got {len(inputs)} inputs and {len(outputs)} outputs"
             )
-        if on_image_error not in ("raise", "nan"):
-            raise ConfigError(f"on_image_error must be 'raise' or 'nan', got {on_image_error!r}")
+        check_on_image_error(on_image_error)
         batch_size = self.batch_size if batch_size is None else batch_size
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")

@@ -48,7 +48,14 @@ from typing import Any
 import numpy as np
 
 from echo_builder.errors import ConfigError, ImageError
-from echo_builder.scoring.base import OUTPUT_MISSING, MetricResult, MetricSpec, register_metric_spec
+from echo_builder.scoring.base import (
+    OUTPUT_MISSING,
+    MetricResult,
+    MetricSpec,
+    check_on_image_error,
+    not_applicable_mask,
+    register_metric_spec,
+)
 from echo_builder.scoring.registry import MetricDefinition, declare_metric
 
 __all__ = [
@@ -334,13 +341,8 @@ def _check_arguments(
         raise ConfigError(
             f"text_field_values needs one entry per sample: got {len(text_field_values)} for {len(outputs)}"
         )
-    if on_image_error not in ("raise", "nan"):
-        raise ConfigError(f"on_image_error must be 'raise' or 'nan', got {on_image_error!r}")
-    if applicable is None:
-        return [False] * len(outputs)
-    if len(applicable) != len(outputs):
-        raise ConfigError(f"applicable needs one flag per sample: got {len(applicable)} for {len(outputs)}")
-    return [isinstance(flag, (bool, np.bool_)) and not flag for flag in applicable]
+    check_on_image_error(on_image_error)
+    return not_applicable_mask(applicable, len(outputs))
 
 
 def text_accuracy(
