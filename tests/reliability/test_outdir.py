@@ -21,7 +21,9 @@ import errno
 import hashlib
 import json
 import os
+import shlex
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +116,7 @@ def _generate(bench: Path, out: Path, tmp: Path) -> Any:
     if not script.exists():
         script.write_text(GENERATOR)
     return _cli(
-        "generate", "--benchmark", bench, "--config", "image_to_image", "--model", f"command:python {script}",
+        "generate", "--benchmark", bench, "--config", "image_to_image", "--model", f"command:{shlex.quote(sys.executable)} {script}",
         "--name", "tiny", "--out", out,
     )  # fmt: skip
 
