@@ -42,8 +42,9 @@ def card_body(card: str | None) -> str:
 
 
 def metric_specs_table() -> pd.DataFrame:
-    """One row per community-driven metric: name, direction, range, unit and source (from ``METRIC_SPECS``)."""
-    from echo_builder.scoring import METRIC_SPECS
+    """One row per registered metric (built-ins, then plugins, in the metric registry's order): name,
+    direction, range, unit, source and the pip extra it needs (empty for the core)."""
+    from echo_builder.scoring.registry import metric_definitions
 
     def bound(x: float) -> str:
         return ("inf" if x > 0 else "-inf") if math.isinf(x) else f"{x:g}"
@@ -56,10 +57,12 @@ def metric_specs_table() -> pd.DataFrame:
                 "range": f"[{bound(spec.low)}, {bound(spec.high)}]",
                 "unit": spec.unit,
                 "source": spec.source,
+                "extra": definition.extra or "",
             }
-            for spec in sorted(METRIC_SPECS.values(), key=lambda s: s.name)
+            for definition in metric_definitions()
+            for spec in (definition.spec,)
         ],
-        columns=["metric", "better", "range", "unit", "source"],
+        columns=["metric", "better", "range", "unit", "source", "extra"],
     )
 
 

@@ -166,7 +166,10 @@ def test_about_tab_renders_the_card_and_the_metrics(page, tmp_path):
     page.get_by_role("tab", name="About").click()
     page.wait_for_selector("#echo-about h2")
     assert "What ECHO is" in page.inner_text("#echo-about")
-    assert len(_rows(page, "#echo-about-metrics", 4)) == 4
+    from echo_builder.scoring.registry import METRICS
+
+    rows = _rows(page, "#echo-about-metrics", len(METRICS.names()))
+    assert [r[0] for r in rows] == METRICS.names()  # every registered metric, in the registry's order
     card = page.inner_text("#echo-about-card")
     assert "How this benchmark was made" in card and "@inproceedings{echo2026" in card
     # the card's column docs keep their angle brackets (they were once swallowed as HTML tags)
