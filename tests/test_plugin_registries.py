@@ -312,10 +312,34 @@ def test_a_plugin_that_fails_to_start_or_to_answer_is_one_error(plugin_site, tmp
     answered = runner.invoke(cli, ["backends", "ping", "faulty:ok"])
     assert answered.exit_code == 1 and "Traceback" not in answered.output
     assert "faulty:ok: FAILED after" in answered.output
-    assert "the backend raised RuntimeError: reply bug" in answered.output
+    assert "the plugin backend 'faulty' (myplugin 0.1) raised RuntimeError: reply bug" in answered.output
     # a built-in's own errors are unchanged (no wrapping): an unknown option of the rules baseline
     with pytest.raises(ConfigError, match="the rules backend takes no options"):
         create_backend("rules", colour="red")
+
+
+def test_a_plugin_backend_that_raises_is_a_recorded_failure_of_that_call(plugin_site):
+    """A plain exception from a plugin backend's agenerate is one permanent failure of that call, naming the
+    plugin, never retried and never an exception out of the caller (the run records it and goes on); the same
+    from a class that is no registered plugin still raises (a bug of echo-bench's own is shown as one)."""
+    from echo_builder.backends import Backend, GenerationParams, user_message
+    from echo_builder.backends.caller import CallRequest, ModelCaller
+
+    request = CallRequest((user_message("hello"),), GenerationParams(max_tokens=8), stage="test")
+    caller = ModelCaller(create_backend("faulty:ok"))
+    result = caller.call(request)
+    assert not result.ok and result.error_kind == "permanent" and result.attempts == 1
+    assert result.error == "the plugin backend 'faulty' (myplugin 0.1) raised RuntimeError: reply bug"
+    assert caller.stats.failures == 1 and caller.stats.attempts == 1
+
+    class Unregistered(Backend):
+        name = "unregistered-test"
+
+        async def agenerate(self, messages, params):
+            raise RuntimeError("own bug")
+
+    with pytest.raises(RuntimeError, match="own bug"):
+        ModelCaller(Unregistered("x")).call(request)
 
 
 def test_reload_forgets_an_uninstalled_plugin(plugin_site, monkeypatch):

@@ -46,7 +46,13 @@ from echo_builder.backends.base import (
     run_sync,
 )
 from echo_builder.cache import CacheWriteError, CallCache, call_key
-from echo_builder.errors import BackendError, ConfigError, RetryableBackendError, StructuredOutputError
+from echo_builder.errors import (
+    BackendError,
+    ConfigError,
+    PermanentBackendError,
+    RetryableBackendError,
+    StructuredOutputError,
+)
 from echo_builder.secrets import get_logger, redact
 from echo_builder.structured import parse_structured, reask_message
 
@@ -354,8 +360,29 @@ class ModelCaller:
                 raise RetryableBackendError(
                     f"no reply within {self.timeout_s:g} s", backend_id=self.backend.backend_id
                 ) from None
+            except BackendError:
+                raise
+            except Exception as exc:
+                origin = self._plugin_origin()
+                if origin is None:  # echo-bench's own backend: a bug, shown as one
+                    raise
+                # a plugin's bug is a failed call of that plugin (recorded, never retried); the run goes on
+                raise PermanentBackendError(
+                    f"the plugin backend {self.backend.name!r} ({origin}) raised {type(exc).__name__}: {exc}",
+                    backend_id=self.backend.backend_id,
+                ) from exc
             finally:
                 self.stats.in_flight -= 1
+
+    def _plugin_origin(self) -> str | None:
+        """The distribution of the backend when it is a plugin's (``None`` for a built-in or an unregistered class)."""
+        from echo_builder.backends import BACKENDS
+
+        name = getattr(self.backend, "name", None)
+        if not isinstance(name, str) or name not in BACKENDS:
+            return None
+        entry = BACKENDS.entry(name)
+        return None if entry.builtin else entry.origin
 
     async def _with_retries(self, request: CallRequest, key: str) -> CallResult:
         attempts = 0
