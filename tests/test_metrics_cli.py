@@ -121,7 +121,7 @@ def test_unavailable_metric_is_reported_once(i2i_run, tmp_path, monkeypatch, cap
     assert result.stderr.splitlines() == [
         f"not computed: {name}: {name} needs the optional package 'timm', which is not installed. Install it "
         "with: pip install 'echo-bench[dino]'"
-        for name in ("structure_distance", "face_identity")
+        for name in ("structure_distance", "face_identity", "text_accuracy")
     ]
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     table = result.stdout.split("\n\n")[0].splitlines()[1:]  # the pooled color shift follows a blank line

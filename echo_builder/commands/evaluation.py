@@ -264,8 +264,8 @@ def metrics(
     metric_names: tuple[str, ...] = (),
     **metric_options: Any,
 ) -> None:
-    """Compute the community-driven metrics (color shift, structure distance, face identity, text rendering and
-    any plugin metric) for every model's outputs; writes per-sample rows, a per-model summary and color
+    """Compute the community-driven metrics (every metric of the registry, listed below with what it needs;
+    plugins included) for every model's outputs; writes per-sample rows, a per-model summary and color
     swatches."""
     from echo_builder.scoring.run import run_metrics
 

@@ -35,7 +35,8 @@ def _plain(value: Any) -> Any:
 
 
 def _rows(kinds: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(entries, problems) of the chosen kinds (all when empty) as JSON-ready dicts, in registry order."""
+    """(entries, problems) of the chosen kinds (all when empty) as JSON-ready dicts, in registry order (stages
+    in run order)."""
     from echo_builder.registry import ENTRY_POINT_GROUPS, all_registries
 
     entries: list[dict[str, Any]] = []
@@ -43,7 +44,13 @@ def _rows(kinds: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, 
     for kind, registry in all_registries().items():
         if kinds and kind not in kinds:
             continue
-        for entry in registry.entries():
+        listed = registry.entries()
+        if kind == "stage":  # in the order build runs them, not the order their modules were found
+            from echo_builder.stages.registry import stage_order
+
+            position = {definition.name: i for i, definition in enumerate(stage_order())}
+            listed = sorted(listed, key=lambda e: position.get(e.name, len(position)))
+        for entry in listed:
             entries.append(
                 {
                     "kind": kind,
