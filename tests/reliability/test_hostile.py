@@ -16,12 +16,24 @@ from typing import Any
 
 import pytest
 
-from tests.reliability import hostile_analysis, hostile_curation, hostile_evaluation, hostile_metric_modules, hostile_models
+from tests.reliability import (
+    hostile_analysis,
+    hostile_curation,
+    hostile_evaluation,
+    hostile_metric_modules,
+    hostile_models,
+)
 from tests.reliability.hostile_workspace import CASES, HOSTILE, Observed, Workspace, _snapshot
 
 FLOWS: dict[str, Callable[[dict[str, Any], Workspace], Observed]] = {
     name.removeprefix("flow_"): fn
-    for module in (hostile_analysis, hostile_curation, hostile_evaluation, hostile_metric_modules, hostile_models)
+    for module in (
+        hostile_analysis,
+        hostile_curation,
+        hostile_evaluation,
+        hostile_metric_modules,
+        hostile_models,
+    )
     for name, fn in vars(module).items()
     if name.startswith("flow_")
 }
