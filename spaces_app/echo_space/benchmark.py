@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from echo_builder.scoring.run import APPLICABILITY_FLAG
+from echo_builder.scoring.registry import applicability_flags
 from echo_dataset import CONFIG_NAMES
 from echo_dataset.features import COLUMN_DOCS, IMAGE_COLUMNS, URL_TWINS
 from echo_dataset.loading import BenchmarkNotFoundError, config_files
@@ -34,8 +34,9 @@ __all__ = [
     "listing",
 ]
 
-#: Applicability flags of a sample, in the order the metrics list them (color, structure, face, text).
-FLAG_COLUMNS: tuple[str, ...] = tuple(APPLICABILITY_FLAG.values())
+#: Applicability flags of a sample, each once, in the order the metric registry lists them (color, structure,
+#: face, text; text_accuracy shares text_rendering's flag).
+FLAG_COLUMNS: tuple[str, ...] = applicability_flags()
 #: Columns of the sample table shown in the Benchmark tab.
 LISTING_COLUMNS = ("id", "prompt", "platform", "inputs", "outputs", "feedback", "flags")
 #: Images are shown downscaled so that their longer side is at most this many pixels.

@@ -224,7 +224,13 @@ def test_playground_color_shift_and_reasons(client, pair):
         handle_file(str(source)), handle_file(str(output)), prompt, api_name="/score_pair"
     )
     rows = {r["metric"]: r for r in _table(table)}
-    assert list(rows) == ["color_shift", "structure_distance", "face_identity", "text_rendering"]
+    assert list(rows) == [
+        "color_shift",
+        "structure_distance",
+        "face_identity",
+        "text_rendering",
+        "text_accuracy",
+    ]
     expected = color_shift([[source]], [output])
     assert rows["color_shift"]["value"] == pytest.approx(expected.values[0], abs=1e-6)
     assert expected.values[0] > 20  # lumen-2's yellow cast: a large shift, mostly a blue drop

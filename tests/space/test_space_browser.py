@@ -152,8 +152,10 @@ def test_metric_playground_scores_an_uploaded_pair(page, demo_dir, tmp_path):
     _images_loaded(page, "#echo-play-input", 1)
     _images_loaded(page, "#echo-play-output", 1)
     page.click("#echo-play-run")
-    table = _rows(page, "#echo-play-table", 4)
-    assert [r[0] for r in table] == ["color_shift", "structure_distance", "face_identity", "text_rendering"]
+    from echo_builder.scoring.registry import METRICS
+
+    table = _rows(page, "#echo-play-table", len(METRICS.names()))
+    assert [r[0] for r in table] == METRICS.names()  # every registered metric, in the registry's order
     assert float(table[0][1]) == pytest.approx(color_shift([[source]], [output]).values[0], abs=1e-6)
     assert table[1][1] == "" and "--dino-weights" in table[1][3]  # NaN shows empty, with its reason
     _images_loaded(page, "#echo-play-swatch", 1)
