@@ -85,6 +85,8 @@ class BuildConfig:
             (reused by ``resume``), never in the dataset nor in what ``publish`` uploads.
         license: the card's ``license``; default ``other`` with the terms stated in the card (the posts and images
             remain their authors'), since the builder holds no right to grant an open license.
+        max_shard_bytes: a config estimated above this many bytes is written as several Parquet shards
+            (``test-0000K-of-0000N.parquet``); ``None``: 500 MB, the shard size ``datasets``' ``push_to_hub`` uses.
         skip_stages: names of plugin stages (entry point ``echo_bench.stages``) this build leaves out; the built-in
             stages always run. A build that runs other stages than the built-ins records them in ``build.json``.
     """
@@ -112,6 +114,7 @@ class BuildConfig:
     media_store: str | Path | None = None
     pseudonymize: bool = True
     license: str = "other"
+    max_shard_bytes: int | None = None
     salt_file: str | Path | None = None
     skip_stages: Sequence[str] = ()
 
@@ -487,7 +490,7 @@ def _write_dataset(
     ``identifiers`` (the input's authors) go to the pseudonymization."""
     from echo_builder.dataset_rows import rows_by_config
     from echo_dataset.card import card_context_from_report
-    from echo_dataset.writer import write_hub_folder
+    from echo_dataset.writer import DEFAULT_MAX_SHARD_BYTES, write_hub_folder
 
     store_root = Path(config.media_store) if config.media_store else out / "media"
     grouped, dropped = rows_by_config(samples, media_root=store_root)
@@ -500,6 +503,7 @@ def _write_dataset(
         pseudonymize=config.pseudonymize,
         salt=salt,
         identifiers=identifiers,
+        max_shard_bytes=config.max_shard_bytes or DEFAULT_MAX_SHARD_BYTES,
     )
 
 

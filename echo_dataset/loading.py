@@ -7,6 +7,7 @@ not need ``datasets``; a Hub dataset id is loaded with ``datasets.load_dataset``
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ __all__ = [
     "UnimportedReleaseError",
     "check_not_release",
     "config_files",
+    "iter_config",
     "load_config",
     "read_config",
 ]
@@ -87,8 +89,42 @@ def _hub_id(value: str) -> bool:
     return True
 
 
-def read_config(folder_or_repo: str | Path, config: str) -> list[dict[str, Any]]:
-    """Rows of ``config`` as dicts (images as ``{"bytes", "path"}`` dicts, as ``datasets`` stores them).
+def iter_config(
+    folder_or_repo: str | Path,
+    config: str,
+    *,
+    columns: Sequence[str] | None = None,
+    batch_size: int = 64,
+) -> Iterator[dict[str, Any]]:
+    """Rows of ``config`` one at a time, read ``batch_size`` rows at a time from each shard in order: memory holds
+    one batch, not the config (a 30k-row analysis config with images is tens of GB). ``columns`` reads only those
+    columns (absent ones are skipped); ``None`` reads all. A Hub id is read as :func:`read_config` does.
+
+    Raises:
+        BenchmarkNotFoundError, UnimportedReleaseError: as :func:`read_config`, before the first row.
+    """
+    path = Path(folder_or_repo)
+    if not path.exists() and _hub_id(str(folder_or_repo)):
+        for row in read_config(folder_or_repo, config):
+            yield {k: v for k, v in row.items() if columns is None or k in columns}
+        return
+    import pyarrow.parquet as pq
+
+    files = config_files(path, config)
+    check_not_release(pq.read_schema(files[0]), folder_or_repo, config)
+    for file in files:
+        parquet = pq.ParquetFile(file)
+        wanted = None if columns is None else [c for c in columns if c in parquet.schema_arrow.names]
+        for batch in parquet.iter_batches(batch_size=batch_size, columns=wanted):
+            yield from batch.to_pylist()
+
+
+def read_config(
+    folder_or_repo: str | Path, config: str, *, columns: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """Rows of ``config`` as dicts (images as ``{"bytes", "path"}`` dicts, as ``datasets`` stores them), every
+    shard in order. ``columns`` reads only those columns (absent ones are skipped); :func:`iter_config` reads
+    without holding the config in memory.
 
     ``folder_or_repo`` is a local hub-shaped folder or, when no such folder exists and it looks like
     ``owner/name``, a Hub dataset id (needs ``datasets`` and network access).
@@ -115,18 +151,13 @@ def read_config(folder_or_repo: str | Path, config: str) -> list[dict[str, Any]]
                 f"({type(exc).__name__}: {reason})"
             ) from None
         check_not_release(raw.data.schema, folder_or_repo, config)
+        if columns is not None:
+            raw = raw.select_columns([c for c in columns if c in raw.column_names])
         for column, feature in raw.features.items():
             if isinstance(feature, datasets.Image):  # keep encoded bytes; decoding is the consumer's job
                 raw = raw.cast_column(column, datasets.Image(decode=False))
         return list(raw)
-    import pyarrow.parquet as pq
-
-    rows: list[dict[str, Any]] = []
-    files = config_files(path, config)
-    check_not_release(pq.read_schema(files[0]), folder_or_repo, config)
-    for file in files:
-        rows.extend(pq.read_table(file).to_pylist())
-    return rows
+    return list(iter_config(path, config, columns=columns, batch_size=1024))
 
 
 def load_config(folder_or_repo: str | Path, config: str, **kwargs: Any) -> Any:

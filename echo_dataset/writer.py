@@ -1,4 +1,8 @@
-"""Write a hub-shaped ECHO folder: ``<folder>/<config>/test-00000-of-00001.parquet`` per config plus README.md.
+"""Write a hub-shaped ECHO folder: ``<folder>/<config>/test-0000K-of-0000N.parquet`` per config plus README.md.
+
+A config is one Parquet file (``test-00000-of-00001.parquet``) unless its rows' estimated size passes
+``max_shard_bytes`` (500 MB by default, the shard size ``datasets``' ``push_to_hub`` uses): then it is split into
+shards of contiguous rows (by id), each at most that size by the estimate, named as the Hub names shards.
 
 This is the layout ``datasets.load_dataset(folder, config)`` reads offline, the Hub serves after
 :func:`echo_dataset.publish.publish`, and :func:`echo_dataset.loading.read_config` reads without ``datasets``.
@@ -21,9 +25,21 @@ from echo_dataset.features import COLUMNS, IMAGE_COLUMNS, URL_TWINS, features_fo
 from echo_dataset.pseudonym import DEFAULT_SALT, pseudonymize
 from echo_dataset.safe_io import open_atomic, remove
 
-__all__ = ["ECHO_METADATA_KEY", "SHARD_NAME", "encode_rows", "load_images", "write_hub_folder"]
+__all__ = [
+    "DEFAULT_MAX_SHARD_BYTES",
+    "ECHO_METADATA_KEY",
+    "SHARD_NAME",
+    "encode_rows",
+    "load_images",
+    "shard_name",
+    "shard_rows",
+    "write_hub_folder",
+]
 
 SHARD_NAME = f"{SPLIT}-00000-of-00001.parquet"
+#: A config's Parquet files are split past this estimated size (bytes): ``datasets``' own ``push_to_hub`` default
+#: (``max_shard_size="500MB"``), small enough for the Hub's viewer and for one shard in memory while writing.
+DEFAULT_MAX_SHARD_BYTES = 500 * 1000 * 1000
 #: Parquet schema metadata key recording how the file was written (``{"pseudonymized": bool}``).
 ECHO_METADATA_KEY = b"echo_bench"
 _LIST_COLUMNS = frozenset(
@@ -168,6 +184,52 @@ def load_images(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def shard_name(index: int, count: int) -> str:
+    """The Hub's name of shard ``index`` (0-based) of ``count``: ``test-00002-of-00005.parquet``."""
+    return f"{SPLIT}-{index:05d}-of-{count:05d}.parquet"
+
+
+def _estimated_bytes(row: Mapping[str, Any]) -> int:
+    """A row's size in a shard, estimated before writing: its images' bytes (read from disk only by ``stat``) plus
+    its other values as UTF-8 text. Images dominate and are stored as they are (already compressed), so the
+    estimate is close for image configs and an overestimate for text (which zstd compresses)."""
+    size = 0
+    for column, value in row.items():
+        if column in URL_TWINS:
+            for img in value or ():
+                if isinstance(img, Mapping) and _LAZY_FILE in img:
+                    with contextlib.suppress(OSError):
+                        size += Path(img[_LAZY_FILE]).stat().st_size
+                elif isinstance(img, Mapping) and img.get("bytes"):
+                    size += len(img["bytes"])
+        elif value is not None:
+            size += len(str(value).encode("utf-8", "surrogatepass"))
+    return size
+
+
+def shard_rows(rows: Sequence[Mapping[str, Any]], max_shard_bytes: int) -> list[Sequence[Mapping[str, Any]]]:
+    """``rows`` (sorted by id) cut into contiguous shards of at most ``max_shard_bytes`` estimated bytes each.
+
+    A row larger than the limit is a shard of its own (a row is never split). An empty config is one empty
+    shard, so every config has a file. Deterministic: the same rows and files give the same cuts.
+
+    Raises:
+        ValueError: ``max_shard_bytes`` is not a positive integer.
+    """
+    if isinstance(max_shard_bytes, bool) or not isinstance(max_shard_bytes, int) or max_shard_bytes <= 0:
+        raise ValueError(f"max_shard_bytes must be a positive number of bytes, got {max_shard_bytes!r}")
+    shards: list[Sequence[Mapping[str, Any]]] = []
+    start, size = 0, 0
+    for i, row in enumerate(rows):
+        row_size = _estimated_bytes(row)
+        if i > start and size + row_size > max_shard_bytes:
+            shards.append(rows[start:i])
+            start, size = i, 0
+        size += row_size
+    shards.append(rows[start:])
+    return shards
+
+
 def _dataset_info(config: str, rows: int, size: int) -> dict[str, Any]:
     """The README ``dataset_info`` entry of a config (features and split size, as ``datasets`` writes it).
 
@@ -197,6 +259,7 @@ def write_hub_folder(
     salt: str = DEFAULT_SALT,
     identifiers: Iterable[str] = (),
     card_template: str | Path | None = None,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
 ) -> Path:
     """Write every ECHO config (an absent one as an empty table) and the dataset card into ``folder``.
 
@@ -226,12 +289,16 @@ def write_hub_folder(
         identifiers: known account identifiers of the input (authors' handles and user ids, see
             :func:`echo_dataset.pseudonym.author_identifiers`), also replaced inside any URL.
         card_template: a card template instead of ``echo_dataset/templates/echo_card.md.tmpl``.
+        max_shard_bytes: a config whose rows are estimated above this many bytes is written as several shards
+            ``test-0000K-of-0000N.parquet`` (see :func:`shard_rows`); ``datasets.load_dataset`` and
+            :func:`echo_dataset.loading.read_config` read them in order. Default 500 MB.
 
     Returns:
         The folder.
 
     Raises:
         RowError: an unknown config or column, a duplicate id (before anything is written).
+        ValueError: ``max_shard_bytes`` is not a positive integer (before anything is written).
         echo_dataset.safe_io.UnsafeOutputPathError: a path to write is a symbolic link below ``folder``.
         echo_dataset.safe_io.OutputWriteError: the folder is read-only or the disk is full (the previous files
             are kept).
@@ -258,23 +325,33 @@ def write_hub_folder(
         times = sorted(r["created_at"] for rows in encoded.values() for r in rows if r["created_at"])
         context["collection_window"] = (times[0], times[-1]) if times else None
     counts = {c: len(r) for c, r in encoded.items()}
+    shards = {c: shard_rows(rows, max_shard_bytes) for c, rows in encoded.items()}
     render_card(context, counts=counts, template=card_template)  # a template problem fails before any write
     # Every file is written to a temporary name first and all are renamed into place only once every one is
     # complete: a failure (full disk, a bad image) leaves the previous dataset exactly as it was. No write goes
     # through a symbolic link (a planted `<config>/` or README.md link is refused; see echo_dataset.safe_io).
     infos = []
+    names: dict[str, set[str]] = {}
     with contextlib.ExitStack() as commit:
         for config, rows in encoded.items():
-            file = commit.enter_context(open_atomic(root, root / config / SHARD_NAME, "wb"))
-            size = _write_parquet(
-                rows, config, file, pseudonymized=pseudonymize, public_salt=salt == DEFAULT_SALT
-            )
+            size = 0
+            parts = shards[config]
+            names[config] = {shard_name(i, len(parts)) for i in range(len(parts))}
+            for i, part in enumerate(parts):
+                file = commit.enter_context(
+                    open_atomic(root, root / config / shard_name(i, len(parts)), "wb")
+                )
+                size += _write_parquet(
+                    list(part), config, file, pseudonymized=pseudonymize, public_salt=salt == DEFAULT_SALT
+                )
             if rows:  # a config of no rows is not declared: load_dataset cannot read an empty split
                 infos.append(_dataset_info(config, len(rows), size))
         readme = render_card(context, counts=counts, template=card_template, dataset_info=infos)
         commit.enter_context(open_atomic(root, root / "README.md", "wb")).write(readme.encode("utf-8"))
     for config in encoded:
         for stale in sorted((root / config).glob(f"{SPLIT}-*.parquet")):
-            if stale.name != SHARD_NAME:  # an older layout's shards: this write replaces the whole config
+            if (
+                stale.name not in names[config]
+            ):  # an older write's shards: this write replaces the whole config
                 remove(root, stale)
     return root

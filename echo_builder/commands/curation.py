@@ -9,6 +9,7 @@ import click
 
 from echo_builder.commands.options import (
     MAX_CONCURRENCY,
+    ByteSize,
     Number,
     RegistryChoice,
     RegistryHelpOption,
@@ -116,6 +117,15 @@ __all__ = ["build", "publish"]
     "cc-by-4.0 only if you hold the rights to grant it.",
 )
 @click.option(
+    "--max-shard-size",
+    "max_shard_size",
+    type=ByteSize(),
+    default="500MB",
+    show_default=True,
+    help="Split a config's Parquet file into shards test-0000K-of-0000N.parquet past this size (e.g. 200MB, "
+    "1GB; as datasets' push_to_hub max_shard_size). The analysis config of a full ECHO build is tens of GB.",
+)
+@click.option(
     "--skip-stage",
     "skip_stages",
     multiple=True,
@@ -133,6 +143,7 @@ def build(
     target_model: str | None,
     launch_date: str | None,
     keywords_file: str | None,
+    max_shard_size: int,
     source_format: str | None,
     threshold: int,
     concurrency: int,
@@ -177,6 +188,7 @@ def build(
         target_model=target_model,
         launch_date=launch_date,
         keywords_file=keywords_file,
+        max_shard_bytes=max_shard_size,
         source_format=source_format,
         relevance_threshold=threshold,
         concurrency=concurrency,

@@ -23,6 +23,7 @@ __all__ = [
     "MAX_RUN_CONFIG_BYTES",
     "MAX_SEED",
     "MAX_TIMEOUT_S",
+    "ByteSize",
     "Number",
     "RegistryChoice",
     "RegistryHelpOption",
@@ -107,6 +108,32 @@ class Number(click.ParamType):
             name = max(param.opts, key=len) if param is not None and param.opts else "value"
             raise click.ClickException(f"{name}: {str(value)!r} is not accepted; give {self.accepted()}")
         return number
+
+
+class ByteSize(click.ParamType):
+    """A positive size in bytes, written as ``datasets``' ``max_shard_size`` is: an integer, optionally with a
+    unit (``500MB``, ``1GB``, ``2GiB``; parsed by ``datasets.utils.py_utils.convert_file_size_to_int``).
+    Anything else, zero or negative raises :class:`click.ClickException` (one ``error:`` line naming the option).
+    """
+
+    name = "size"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "SIZE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from datasets.utils.py_utils import convert_file_size_to_int
+
+        try:
+            size = convert_file_size_to_int(value if isinstance(value, int) else str(value).strip())
+        except (TypeError, ValueError, OverflowError):
+            size = 0
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            name = max(param.opts, key=len) if param is not None and param.opts else "value"
+            raise click.ClickException(
+                f"{name}: {str(value)!r} is not accepted; give a positive size such as 500MB, 1GB or 2GiB"
+            )
+        return size
 
 
 def _show(value: float | None) -> str:

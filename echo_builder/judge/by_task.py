@@ -93,7 +93,7 @@ def rules_task_labels(benchmark: str | Path, config: str) -> dict[str, str | Non
     from echo_builder.analysis.tasks import label_tasks
     from echo_dataset.loading import read_config
 
-    rows = read_config(benchmark, config)
+    rows = read_config(benchmark, config, columns=("id", "prompt"))
     items = [
         Item(str(r["id"]), str(r["id"]), config, "prompt", r["prompt"])
         for r in rows
