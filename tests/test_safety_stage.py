@@ -1,0 +1,274 @@
+"""The optional ``safety`` build stage (``build --nsfw-check``): NudeNet's real shipped weights on the demo images
+and the shared image pairs give ``has_nsfw = false`` with every raw detection recorded; an injected scripted
+checker's detection over the threshold sets it true; a bad image is confined to its row; the card and report
+record the detector and threshold; without the option nothing changes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from echo_builder.cli import cli
+from echo_builder.demo import DEMO_LAUNCH_DATE, DEMO_TARGET_MODEL, _seed_media_store, demo_data_dir
+from echo_builder.errors import ConfigError, ImageError
+from echo_builder.pipeline import BuildConfig, build
+from echo_builder.records import MediaRef, Sample
+from echo_builder.safety import DEFAULT_THRESHOLD, NUDENET_CLASSES, SafetyResult, create_checker
+from echo_builder.stages.registry import StageContext
+from echo_builder.stages.safety import row_verdict, run_safety_stage
+
+SHARED_PAIRS = ("image_pairs/yellow_tint", "image_pairs/genai_arena_edits")
+# the demo's poster: NudeNet sees BUTTOCKS_EXPOSED at 0.455 (under the 0.6 threshold), recorded, not flagged
+POSTER_SHA = "e5908ac449e3a9e3bdd0b2eaa59a954d63a6dc280b8b5051c052d7de89dabc81"
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _rows(out: Path) -> dict[str, dict[str, Any]]:
+    rows = {}
+    for file in sorted(out.glob("*/test-*.parquet")):
+        for row in pq.read_table(file, columns=["id", "has_nsfw"]).to_pylist():
+            rows[row["id"]] = row
+    return rows
+
+
+def _demo_config(out: Path, **fields: Any) -> BuildConfig:
+    data = demo_data_dir()
+    _seed_media_store(out / "media", data / "media")
+    return BuildConfig(
+        sources=[data / "exports"],
+        out_dir=out,
+        target_model=DEMO_TARGET_MODEL,
+        launch_date=DEMO_LAUNCH_DATE,
+        offline=True,
+        progress=False,
+        **fields,
+    )
+
+
+class Scripted:
+    """A checker whose answers are scripted per image SHA-256: a detection score, or an exception to raise."""
+
+    threshold = 0.6
+    detector_id = "scripted-v1"
+
+    def __init__(self, scores: dict[str, float | Exception]) -> None:
+        self.scores = scores
+        self.seen: list[str] = []
+
+    def check(self, image: Any, *, name: str | None = None) -> SafetyResult:
+        digest = hashlib.sha256(Path(image).read_bytes()).hexdigest()
+        self.seen.append(digest)
+        score = self.scores.get(digest, 0.0)
+        if isinstance(score, Exception):
+            raise score
+        detections = (
+            [{"class": "FEMALE_BREAST_EXPOSED", "score": score, "box": [1, 2, 3, 4]}] if score else []
+        )
+        return SafetyResult(score >= self.threshold, detections, self.detector_id, self.threshold)
+
+
+# ------------------------------------------------------------------------------------------ real NudeNet weights
+
+
+@pytest.fixture(scope="module")
+def nudenet_build(tmp_path_factory):
+    pytest.importorskip("nudenet", reason="the nsfw extra is not installed")
+    out = tmp_path_factory.mktemp("nsfw") / "build"
+    data = demo_data_dir()
+    _seed_media_store(out / "media", data / "media")
+    result = CliRunner().invoke(
+        cli,
+        [
+            "build",
+            str(data / "exports"),
+            "--out",
+            str(out),
+            "--target-model",
+            DEMO_TARGET_MODEL,
+            "--launch-date",
+            DEMO_LAUNCH_DATE,
+            "--offline",
+            "--nsfw-check",
+            "nudenet",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+@pytest.mark.slow
+def test_demo_build_screened_with_nudenet_is_all_safe(nudenet_build):
+    out, printed = nudenet_build
+    assert "safety" in printed  # the stage's progress line
+    report = json.loads((out / "report.json").read_text())
+    entry = report["stages"][-1]
+    assert entry["name"] == "safety"
+    assert entry["detector"].startswith("nudenet-3.") and ":320n@" in entry["detector"]
+    assert entry["threshold"] == DEFAULT_THRESHOLD == 0.6
+    # the six dataset rows of the demo all have images (9 distinct ones); none is flagged, none failed
+    assert (entry["in"], entry["out"], entry["failures"], entry["flagged"]) == (6, 6, 0, 0)
+    assert (entry["images"], entry["image_errors"]) == (9, 0)
+    rows = _rows(out)
+    assert len(rows) == 6 and all(row["has_nsfw"] is False for row in rows.values())
+    samples = _jsonl(out / "stages" / "samples.jsonl")
+    assert {s["id"]: s["has_nsfw"] for s in samples if s["id"] in rows} == dict.fromkeys(rows, False)
+
+    images = _jsonl(out / "stages" / "safety.jsonl")
+    assert len(images) == 9 and {i["sample_id"] for i in images} == set(rows)
+    for image in images:
+        assert image["flagged"] is False and image["error"] is None
+        assert (out / "media" / image["path"]).is_file() and image["role"] in ("input", "output")
+        for d in image["detections"]:  # the raw detections, whatever their class
+            assert d["class"] in NUDENET_CLASSES and 0.2 <= d["score"] <= 1.0 and len(d["box"]) == 4
+    poster = next(i for i in images if i["sha256"] == POSTER_SHA)
+    assert [(d["class"], round(d["score"], 3)) for d in poster["detections"]] == [("BUTTOCKS_EXPOSED", 0.455)]
+
+    card = (out / "README.md").read_text()
+    assert (
+        f"- NSFW screening: `{entry['detector']}`, threshold 0.6; rows flagged (`has_nsfw` true): 0" in card
+    )
+    assert "| safety | 6 | 6 | 0 |" in card
+    settings = json.loads((out / "build.json").read_text())
+    assert settings["nsfw_check"] == {"checker": "nudenet", "threshold": None}
+    assert "stages" not in settings  # the built-ins this config enables ran, nothing else
+
+
+@pytest.mark.slow
+@pytest.mark.shared_data
+def test_stage_on_the_shared_image_pairs_gives_false_with_detections(shared_data, tmp_path):
+    pytest.importorskip("nudenet", reason="the nsfw extra is not installed")
+    store = tmp_path / "media"
+    samples = []
+    for folder in SHARED_PAIRS:
+        refs = []
+        for path in sorted((shared_data / folder).iterdir()):
+            if path.suffix.lower() not in (".jpg", ".webp", ".png"):
+                continue
+            data = path.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            (store / digest[:2]).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, store / digest[:2] / f"{digest}{path.suffix}")
+            refs.append(MediaRef(path=f"{digest[:2]}/{digest}{path.suffix}", sha256=digest))
+        samples.append(
+            Sample(
+                id=f"echo-{folder.rsplit('/', 1)[1]}",
+                prompt="edit",
+                quality="Benchmark",
+                tier="Benchmark",
+                input_images=tuple(refs[:1]),
+                output_images=tuple(refs[1:]),
+            )
+        )
+    config = BuildConfig(sources=[], out_dir=tmp_path, nsfw_check="nudenet", progress=False)
+    context = StageContext(config, tmp_path, store_root=store, prepared={"safety": create_checker("nudenet")})
+    context.samples = samples
+    output = run_safety_stage(context)
+    assert [s.has_nsfw for s in context.samples] == [False, False]
+    assert (output.report["in"], output.report["images"], output.report["flagged"]) == (2, 6, 0)
+    images = output.files["safety.jsonl"]
+    assert len(images) == 6 and all(i["flagged"] is False and i["error"] is None for i in images)
+    # the yellow-tint pair is a woman's portrait: her face is detected and recorded, and does not flag
+    tint = [d["class"] for i in images if i["sample_id"] == "echo-yellow_tint" for d in i["detections"]]
+    assert "FACE_FEMALE" in tint
+    assert context.failures == []
+
+
+# ------------------------------------------------------------------------------------------ scripted checkers
+
+
+def test_scripted_detection_over_threshold_sets_has_nsfw_true(tmp_path):
+    checker = Scripted({POSTER_SHA: 0.91})
+    result = build(_demo_config(tmp_path / "b", nsfw_check=checker))
+    assert len(checker.seen) == 9 == len(set(checker.seen))  # each distinct image screened once
+    flagged = [s.id for s in result.samples if s.has_nsfw]
+    assert len(flagged) == 1
+    rows = _rows(tmp_path / "b")
+    assert rows[flagged[0]]["has_nsfw"] is True
+    assert all(r["has_nsfw"] is False for i, r in rows.items() if i != flagged[0])
+    entry = result.report["stages"][-1]
+    assert (entry["detector"], entry["threshold"], entry["flagged"]) == ("scripted-v1", 0.6, 1)
+    images = _jsonl(tmp_path / "b" / "stages" / "safety.jsonl")
+    hit = [i for i in images if i["flagged"]]
+    assert hit == [
+        {
+            "sample_id": flagged[0],
+            "role": "output",
+            "index": 0,
+            "path": hit[0]["path"],
+            "sha256": POSTER_SHA,
+            "flagged": True,
+            "detections": [{"class": "FEMALE_BREAST_EXPOSED", "score": 0.91, "box": [1, 2, 3, 4]}],
+            "error": None,
+        }
+    ]
+    card = (tmp_path / "b" / "README.md").read_text()
+    assert "- NSFW screening: `scripted-v1`, threshold 0.6; rows flagged (`has_nsfw` true): 1" in card
+
+
+def test_a_bad_image_leaves_its_row_null_and_the_stage_goes_on(tmp_path):
+    checker = Scripted({POSTER_SHA: ImageError("truncated file")})
+    result = build(_demo_config(tmp_path / "b", nsfw_check=checker))
+    entry = result.report["stages"][-1]
+    assert (entry["in"], entry["out"], entry["failures"], entry["image_errors"]) == (6, 5, 1, 1)
+    verdicts = {s.id: s.has_nsfw for s in result.samples if s.id in _rows(tmp_path / "b")}
+    assert sorted(verdicts.values(), key=str) == [False] * 5 + [None]
+    bad = next(i for i, v in verdicts.items() if v is None)
+    assert _rows(tmp_path / "b")[bad]["has_nsfw"] is None
+    failures = [f for f in _jsonl(tmp_path / "b" / "stages" / "failures.jsonl") if f["stage"] == "safety"]
+    assert (
+        len(failures) == 1 and failures[0]["record_id"] == bad and "truncated file" in failures[0]["reason"]
+    )
+    image = next(i for i in _jsonl(tmp_path / "b" / "stages" / "safety.jsonl") if i["sha256"] == POSTER_SHA)
+    assert image["flagged"] is None and image["detections"] == [] and "truncated file" in image["error"]
+
+
+def test_without_nsfw_check_the_stage_does_not_run(tmp_path):
+    result = build(_demo_config(tmp_path / "b"))
+    assert "safety" not in [s["name"] for s in result.report["stages"]]
+    assert not (tmp_path / "b" / "stages" / "safety.jsonl").exists()
+    assert all(s.has_nsfw is None for s in result.samples)
+    assert "NSFW screening" not in (tmp_path / "b" / "README.md").read_text()
+    assert "nsfw_check" not in json.loads((tmp_path / "b" / "build.json").read_text())
+
+
+def test_resuming_with_another_checker_is_refused(tmp_path):
+    build(_demo_config(tmp_path / "b", nsfw_check=Scripted({})))
+    with pytest.raises(ConfigError, match="nsfw_check"):
+        build(_demo_config(tmp_path / "b", resume=True))
+
+
+@pytest.mark.parametrize(
+    ("flags", "verdict"),
+    [([False, False], False), ([False, True], True), ([None, True], True), ([None, False], None), ([], None)],
+)
+def test_row_verdict(flags, verdict):
+    assert row_verdict(flags) is verdict
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nsfw-threshold", "0.5"], "--nsfw-threshold and --nsfw-option need --nsfw-check"),
+        (["--nsfw-check", "rules"], "the rules backend sees no image"),
+        (["--nsfw-check", "nudenet", "--nsfw-threshold", "1.5"], "--nsfw-threshold"),
+        (["--nsfw-check", "nudenet", "--nsfw-option", "iou=0.3"], "unknown nudenet option(s) ['iou']"),
+        (["--nsfw-check", "nudenet", "--nsfw-option", "classes=FACE_CAT"], "unknown NudeNet class(es)"),
+        (["--nsfw-check", "gpt-4o"], "gpt-4o"),
+    ],
+)
+def test_bad_screening_options_fail_before_anything_is_written(tmp_path, args, message):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["build", str(demo_data_dir() / "exports"), "--out", str(out), *args])
+    assert result.exit_code != 0
+    assert message in result.output, result.output
+    assert not out.exists()
