@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -272,3 +273,119 @@ def test_bad_screening_options_fail_before_anything_is_written(tmp_path, args, m
     assert result.exit_code != 0
     assert message in result.output, result.output
     assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------------ generate --nsfw-check
+
+COPY_PROGRAM = """
+import json, shutil, sys
+request = json.load(sys.stdin)
+shutil.copyfile(sys.argv[1] + "/" + request["prompt"], request["output_path"])
+"""
+GENERATED = ("mars_poster.png", "living_room_sunset.png", "bookshop.png")
+
+
+def _pixels(image: Any) -> str:
+    from echo_builder.imaging import load_rgb
+
+    return hashlib.sha256(load_rgb(image).tobytes()).hexdigest()
+
+
+class ScriptedPixels(Scripted):
+    """:class:`Scripted`, keyed by the SHA-256 of the decoded pixels (``generate`` screens re-encoded PNGs)."""
+
+    def check(self, image: Any, *, name: str | None = None) -> SafetyResult:
+        digest = _pixels(image)
+        self.seen.append(digest)
+        score = self.scores.get(digest, 0.0)
+        if isinstance(score, Exception):
+            raise score
+        detections = [{"class": "BUTTOCKS_EXPOSED", "score": score, "box": [5, 6, 7, 8]}] if score else []
+        return SafetyResult(score >= self.threshold, detections, self.detector_id, self.threshold)
+
+
+@pytest.fixture
+def copy_model(tmp_path):
+    from tests.helpers.benchmark import make_benchmark
+
+    program = tmp_path / "copy_model.py"
+    program.write_text(COPY_PROGRAM)
+    bench = make_benchmark(
+        tmp_path / "bench", "text_to_image", [{"id": f"s{i}", "prompt": n} for i, n in enumerate(GENERATED)]
+    )
+    media = demo_data_dir() / "media"
+    return bench, f"command:{sys.executable} {program} {media}"
+
+
+@pytest.mark.slow
+def test_generate_screens_outputs_with_nudenet(copy_model, tmp_path):
+    from echo_builder.generate.manifest import read_manifest
+
+    pytest.importorskip("nudenet", reason="the nsfw extra is not installed")
+    bench, spec = copy_model
+    out = tmp_path / "outputs"
+    args = ["generate", "--benchmark", str(bench), "--config", "text_to_image", "--model", spec]
+    result = CliRunner().invoke(cli, [*args, "--name", "copy", "--out", str(out), "--nsfw-check", "nudenet"])
+    assert result.exit_code == 0, result.output
+    manifest = read_manifest(out / "copy")
+    assert manifest["nsfw_screening"]["detector"].startswith("nudenet-3.")
+    assert manifest["nsfw_screening"]["threshold"] == 0.6
+    records = manifest["samples"]
+    assert {r["status"] for r in records.values()} == {"ok"}
+    assert all((out / "copy" / f"s{i}.png").is_file() for i in range(3))
+    for record in records.values():
+        screening = record["screening"]
+        assert (
+            screening["flagged"] is False and screening["detector"] == manifest["nsfw_screening"]["detector"]
+        )
+    poster = records["s0"]["screening"]["detections"]
+    assert [(d["class"], round(d["score"], 3)) for d in poster] == [("BUTTOCKS_EXPOSED", 0.455)]
+
+
+def test_generate_withholds_a_flagged_output_and_records_why(copy_model, tmp_path):
+    from echo_builder.generate.manifest import generation_failures, read_records
+    from echo_builder.generate.run import run_generation
+
+    bench, spec = copy_model
+    out = tmp_path / "outputs"
+    poster = _pixels(demo_data_dir() / "media" / "mars_poster.png")
+    bookshop = _pixels(demo_data_dir() / "media" / "bookshop.png")
+    checker = ScriptedPixels({poster: 0.91, bookshop: ImageError("cannot screen")})
+    result = run_generation(bench, "text_to_image", spec, "copy", out, nsfw_check=checker, progress=False)
+    assert result.summary["statuses"] == {"nsfw": 1, "ok": 1, "error": 1}
+    records = read_records(out / "copy")
+    flagged = records["s0"]
+    assert flagged["status"] == "nsfw" and flagged["file"] is None
+    assert flagged["message"] == (
+        "withheld by NSFW screening (scripted-v1, threshold 0.6): BUTTOCKS_EXPOSED 0.91"
+    )
+    assert flagged["screening"] == {
+        "detector": "scripted-v1",
+        "threshold": 0.6,
+        "flagged": True,
+        "detections": [{"class": "BUTTOCKS_EXPOSED", "score": 0.91, "box": [5, 6, 7, 8]}],
+    }
+    assert records["s2"]["status"] == "error" and "cannot screen" in records["s2"]["message"]
+    assert records["s1"]["status"] == "ok" and records["s1"]["screening"]["flagged"] is False
+    # withheld, never written: judge and metrics see a missing output with the reason
+    assert sorted(p.name for p in (out / "copy").glob("*.png")) == ["s1.png"]
+    assert generation_failures(out / "copy")["s0"].startswith("generation nsfw: withheld by NSFW screening")
+    # a rerun retries the error (now screened safe) and keeps the nsfw record unless --retry-refused
+    again = run_generation(
+        bench, "text_to_image", spec, "copy", out, nsfw_check=ScriptedPixels({poster: 0.91}), progress=False
+    )
+    assert again.summary["attempted"] == 1 and again.summary["statuses"] == {"ok": 1}
+    assert read_records(out / "copy")["s0"]["status"] == "nsfw"
+
+
+def test_generate_without_nsfw_check_records_no_screening(copy_model, tmp_path):
+    from echo_builder.generate.manifest import read_manifest
+    from echo_builder.generate.run import run_generation
+
+    bench, spec = copy_model
+    run_generation(bench, "text_to_image", spec, "copy", tmp_path / "o", progress=False)
+    manifest = read_manifest(tmp_path / "o" / "copy")
+    assert "nsfw_screening" not in manifest
+    assert all("screening" not in r and r["status"] == "ok" for r in manifest["samples"].values())
+    with pytest.raises(ConfigError, match="need nsfw_check"):
+        run_generation(bench, "text_to_image", spec, "copy", tmp_path / "p", nsfw_threshold=0.3)
