@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -389,3 +390,112 @@ def test_generate_without_nsfw_check_records_no_screening(copy_model, tmp_path):
     assert all("screening" not in r and r["status"] == "ok" for r in manifest["samples"].values())
     with pytest.raises(ConfigError, match="need nsfw_check"):
         run_generation(bench, "text_to_image", spec, "copy", tmp_path / "p", nsfw_threshold=0.3)
+
+
+# ------------------------------------------------------------------------------------------ VLM screening
+
+
+def _sent_image_pixels(body: dict) -> str:
+    """SHA-256 of the decoded pixels of the image in a chat request."""
+    import base64
+
+    url = next(
+        part["image_url"]["url"]
+        for message in body["messages"]
+        if isinstance(message["content"], list)
+        for part in message["content"]
+        if part.get("type") == "image_url"
+    )
+    return _pixels(base64.b64decode(url.split(",", 1)[1]))
+
+
+def _vlm_reply(flag: str, *, garbage: str | None = None):
+    def reply(body: dict) -> str:
+        digest = _sent_image_pixels(body)
+        if digest == garbage:
+            return "I cannot help with that."
+        if digest == flag:
+            return '```json\n{"nsfw": true, "confidence": 0.85, "categories": ["buttocks_or_anus", "x"]}\n```'
+        return '{"nsfw": false, "confidence": 0.97, "categories": []}'
+
+    return reply
+
+
+def test_vlm_checker_sends_the_versioned_prompt_and_reads_the_answer(openai_server):
+    from echo_builder.safety import VlmNsfwChecker, load_nsfw_prompt
+
+    poster = demo_data_dir() / "media" / "mars_poster.png"
+    openai_server.reply = _vlm_reply(_pixels(poster))
+    checker = VlmNsfwChecker("openai:screen-vlm", options={"base_url": openai_server.base_url})
+    prompt = load_nsfw_prompt()
+    assert (
+        checker.detector_id == f"vlm:openai:screen-vlm+{prompt.version}"
+        and prompt.version == "nsfw-screen-v1"
+    )
+    result = checker.check(poster)
+    assert result.flagged is True and result.threshold == 0.5
+    assert result.detections == [
+        {
+            "class": "NSFW",
+            "score": 0.85,
+            "box": None,
+            "categories": ["buttocks_or_anus"],
+        }  # unknown ones dropped
+    ]
+    body = openai_server.log.bodies[-1]
+    assert body["messages"][0] == {"role": "system", "content": prompt.system}
+    user = body["messages"][1]["content"]
+    text = next(part["text"] for part in user if part["type"] == "text")
+    assert "genitals, female_breast, buttocks_or_anus, sexual_activity, minor_sexualized" in text
+    assert "{categories}" not in text and body["temperature"] == 0.0
+    safe = checker.check(demo_data_dir() / "media" / "bookshop.png")
+    assert safe.flagged is False and safe.detections[0]["class"] == "SAFE"
+    strict = VlmNsfwChecker("openai:screen-vlm", threshold=0.9, options={"base_url": openai_server.base_url})
+    assert strict.check(poster).flagged is False  # "nsfw" at 0.85 < 0.9
+
+
+def test_build_screened_by_a_vlm_flags_caches_and_confines_a_bad_answer(openai_server, tmp_path):
+    poster = _pixels(demo_data_dir() / "media" / "mars_poster.png")
+    bookshop = _pixels(demo_data_dir() / "media" / "bookshop.png")
+    openai_server.reply = _vlm_reply(poster, garbage=bookshop)
+    options = {"base_url": openai_server.base_url}
+    config = _demo_config(
+        tmp_path / "b", nsfw_check="openai:screen-vlm", nsfw_options=options, max_attempts=1
+    )
+    result = build(config)
+    entry = result.report["stages"][-1]
+    assert entry["detector"] == "vlm:openai:screen-vlm+nsfw-screen-v1" and entry["threshold"] == 0.5
+    assert (entry["in"], entry["out"], entry["failures"], entry["flagged"], entry["images"]) == (
+        6,
+        5,
+        1,
+        1,
+        9,
+    )
+    verdicts = sorted((s.has_nsfw for s in result.samples if s.id in _rows(tmp_path / "b")), key=str)
+    assert verdicts == [False, False, False, False, None, True]
+    bad = next(i for i in _jsonl(tmp_path / "b" / "stages" / "safety.jsonl") if i["error"])
+    assert "contains no JSON" in bad["error"] and "reply was: 'I cannot help with that.'" in bad["error"]
+    calls = openai_server.calls
+    assert calls == 9
+    # resumed: every answered call comes from the build's call cache; only the unparsable one is asked again
+    again = build(
+        _demo_config(tmp_path / "b", nsfw_check="openai:screen-vlm", nsfw_options=options, resume=True)
+    )
+    assert openai_server.calls - calls <= 1
+    assert [s.has_nsfw for s in again.samples] == [s.has_nsfw for s in result.samples]
+
+
+def test_importing_the_stage_pulls_no_model_package():
+    code = (
+        "import sys\n"
+        "from echo_builder.stages.registry import stage_order\n"
+        "import echo_builder.stages.safety, echo_builder.safety\n"
+        "assert 'safety' in [d.name for d in stage_order(optional=True)]\n"
+        "heavy = ('nudenet', 'cv2', 'onnxruntime', 'openai', 'torch')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == ""
