@@ -378,7 +378,7 @@ def test_the_curation_docs_list_the_built_in_stages_in_run_order():
     text = (DOCS / "curation.md").read_text(encoding="utf-8")
     table = text.split("## Stages", 1)[1].split("\n\n| stage |", 1)[1].split("\n\n", 1)[0]
     rows = [line.split("|")[1].strip() for line in table.splitlines()[2:]]
-    assert tuple(rows) == BUILT_INS
+    assert tuple(rows) == (*BUILT_INS, "safety") == tuple(d.name for d in builtin_order(optional=True))
     extending = (DOCS / "extending.md").read_text(encoding="utf-8")
     assert f"| `echo_bench.stages` | {', '.join(BUILT_INS)} |" in extending
 
