@@ -336,6 +336,7 @@ class VlmNsfwChecker:
         options: the backend's options (``base_url``, ``temperature``, ...).
         prompt_file: another prompt file of the same format.
         timeout_s, max_attempts: per-call limits (see :class:`~echo_builder.backends.caller.RetryPolicy`).
+        concurrency: calls in flight at once in :meth:`check_many` (1-1024).
         backend: an already created backend (tests); ``spec`` is then only its name.
 
     Raises:
@@ -352,6 +353,7 @@ class VlmNsfwChecker:
         prompt_file: str | Path | None = None,
         timeout_s: float = 120.0,
         max_attempts: int = 6,
+        concurrency: int = 8,
         backend: Any = None,
     ) -> None:
         from echo_builder.backends import check_spec, create_backend
@@ -367,7 +369,10 @@ class VlmNsfwChecker:
         self.threshold = _check_threshold(threshold)
         self.prompt = load_nsfw_prompt(prompt_file)
         self.caller = ModelCaller(
-            backend, timeout_s=timeout_s, retry=RetryPolicy(max_attempts=max_attempts), concurrency=1
+            backend,
+            timeout_s=timeout_s,
+            retry=RetryPolicy(max_attempts=max_attempts),
+            concurrency=concurrency,
         )
 
     @property
@@ -430,6 +435,35 @@ class VlmNsfwChecker:
             nsfw_classes=("NSFW",),
         )
 
+    #: The build's ``safety`` stage attaches its call cache to :attr:`caller` (a resumed build repeats no call).
+    uses_call_cache = True
+
+    def check_many(
+        self, images: list[Any], *, names: list[str] | None = None
+    ) -> list[SafetyResult | EchoError]:
+        """Screen several images, ``concurrency`` calls at a time: one :class:`SafetyResult` or the
+        :class:`EchoError` of that image (see :meth:`check`) per image, in order."""
+        names = names if names is not None else [f"image {i + 1}" for i in range(len(images))]
+        outcomes: list[SafetyResult | EchoError | None] = [None] * len(images)
+        requests, slots = [], []
+        for i, (image, name) in enumerate(zip(images, names, strict=True)):
+            try:
+                requests.append(self.request(image, name=name))
+                slots.append(i)
+            except EchoError as exc:  # an image that does not decode is that image's error
+                outcomes[i] = exc
+        for i, result in zip(slots, self.caller.call_many(requests), strict=True):
+            outcomes[i] = self._outcome(result, names[i])
+        return outcomes  # type: ignore[return-value]
+
+    def _outcome(self, result: Any, name: str) -> SafetyResult | EchoError:
+        if not result.ok:
+            return EchoError(f"{name}: the NSFW screening call failed: {result.error}")
+        try:
+            return self.parse(result.reply.text, name=name)
+        except EchoError as exc:
+            return exc
+
     def check(self, image: Any, *, name: str | None = None) -> SafetyResult:
         """Screen one image (one model call, answered from the cache when it has it).
 
@@ -438,10 +472,10 @@ class VlmNsfwChecker:
             EchoError: the call failed after its retries (:class:`EchoError` naming the image), or the reply was
                 not the JSON answer (:class:`~echo_builder.errors.StructuredOutputError`).
         """
-        result = self.caller.call(self.request(image, name=name))
-        if not result.ok:
-            raise EchoError(f"{name or 'image'}: the NSFW screening call failed: {result.error}")
-        return self.parse(result.reply.text, name=name)
+        outcome = self._outcome(self.caller.call(self.request(image, name=name)), name or "image")
+        if isinstance(outcome, EchoError):
+            raise outcome
+        return outcome
 
 
 def create_checker(
@@ -457,7 +491,7 @@ def create_checker(
             :data:`VLM_DEFAULT_THRESHOLD`).
         options: NudeNet: ``classes`` (comma-separated NudeNet classes that flag, default :data:`NSFW_CLASSES`);
             a VLM: its backend's options.
-        **limits: ``timeout_s`` and ``max_attempts`` of a VLM's calls.
+        **limits: ``timeout_s``, ``max_attempts`` and ``concurrency`` of a VLM's calls.
 
     Raises:
         ConfigError: an unknown spec, a bad threshold or an unknown option.

@@ -22,7 +22,8 @@ an "NSFW screening" line from them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from echo_builder.errors import MissingDependencyError
@@ -58,7 +59,11 @@ def prepare_safety(config: BuildConfig) -> Any:
     from echo_builder.safety import create_checker
 
     limits = (
-        {"timeout_s": config.timeout_s, "max_attempts": config.max_attempts}
+        {
+            "timeout_s": config.timeout_s,
+            "max_attempts": config.max_attempts,
+            "concurrency": config.concurrency,
+        }
         if isinstance(config.nsfw_check, str) and config.nsfw_check.strip() != "nudenet"
         else {}
     )
@@ -77,15 +82,42 @@ def row_verdict(flags: list[bool | None]) -> bool | None:
     return None
 
 
-def _screen(checker: Any, path: Any, name: str) -> tuple[Any, str | None]:
-    """(result, None) or (None, error): a failure is confined to its image, except a missing dependency."""
-    try:
-        return checker.check(path, name=name), None
-    except MissingDependencyError:
-        raise
-    except Exception as exc:  # one image that cannot be screened (a corrupt file, a failed call) is recorded
-        text = str(exc)
-        return None, text if name in text else f"{name}: {type(exc).__name__}: {text}"
+def _error_text(exc: BaseException, name: str) -> str:
+    text = str(exc)
+    return text if name in text else f"{name}: {type(exc).__name__}: {text}"
+
+
+def _screen_all(checker: Any, images: list[tuple[Path, str]], bar: Any) -> list[tuple[Any, str | None]]:
+    """``(result, None)`` or ``(None, error)`` per image: a failure is confined to its image (a corrupt file, a
+    failed call, an unusable answer), except a missing dependency. A checker with ``check_many`` (a VLM: its
+    calls run concurrently) screens them all at once, one that has only ``check`` one by one."""
+    if hasattr(checker, "check_many"):
+        outcomes = checker.check_many([path for path, _ in images], names=[name for _, name in images])
+        bar.update(len(images))
+        return [
+            (None, _error_text(o, name)) if isinstance(o, BaseException) else (o, None)
+            for o, (_, name) in zip(outcomes, images, strict=True)
+        ]
+    results: list[tuple[Any, str | None]] = []
+    for path, name in images:
+        try:
+            results.append((checker.check(path, name=name), None))
+        except MissingDependencyError:
+            raise
+        except Exception as exc:  # one image that cannot be screened is recorded; the stage goes on
+            results.append((None, _error_text(exc, name)))
+        bar.update(1)
+    return results
+
+
+def _images(sample: Any) -> list[tuple[str, int, Any]]:
+    """``(role, index, MediaRef)`` of every downloaded image of ``sample``: inputs, then outputs."""
+    return [
+        (role, index, ref)
+        for role, refs in (("input", sample.input_images), ("output", sample.output_images))
+        for index, ref in enumerate(refs)
+        if ref.path
+    ]
 
 
 def run_safety_stage(context: StageContext) -> StageOutput:
@@ -93,87 +125,72 @@ def run_safety_stage(context: StageContext) -> StageOutput:
     from tqdm.auto import tqdm
 
     from echo_builder.dataset_rows import route
-    from echo_builder.safety import VlmNsfwChecker
 
     checker = context.prepared["safety"]
-    release: Callable[[], None] = lambda: None  # noqa: E731
-    if isinstance(checker, VlmNsfwChecker) and checker.caller.cache is None:
-        # the VLM's calls join the build's call cache: a resumed build repeats none
-        from echo_builder.cache import CallCache
+    # the images to screen: those of the samples that become rows (Trash / Discard are not), each once
+    # (sample ids are made unique only after the last stage: the samples are matched by position)
+    todo = [_images(s) if route(s) is not None else [] for s in context.samples]
+    unique: dict[str, tuple[Path, str]] = {}
+    for sample, images in zip(context.samples, todo, strict=True):
+        sample_id = sample.id
+        for role, index, ref in images:
+            key = ref.sha256 or f"path:{ref.path}"
+            unique.setdefault(
+                key, (context.store_root / ref.path, f"{sample_id} {role} image {index + 1} ({ref.path})")
+            )
+    with contextlib.ExitStack() as stack:
+        if getattr(checker, "uses_call_cache", False) and checker.caller.cache is None:
+            # a VLM's calls join the build's call cache: a resumed build repeats none
+            from echo_builder.cache import CallCache
 
-        config = context.config
-        cache = CallCache(
-            config.cache_dir or context.out / "cache", root=None if config.cache_dir else context.out
+            config = context.config
+            cache = CallCache(
+                config.cache_dir or context.out / "cache", root=None if config.cache_dir else context.out
+            )
+            checker.caller.cache = cache
+            stack.callback(cache.close)
+            stack.callback(setattr, checker.caller, "cache", None)  # callbacks run last-in, first-out
+        label = context.progress("safety")
+        bar = stack.enter_context(
+            tqdm(total=len(unique), desc=label, unit="img", disable=True if label is None else None)
         )
-        checker.caller.cache = cache
+        memo = dict(zip(unique, _screen_all(checker, list(unique.values()), bar), strict=True))
+        detector = checker.detector_id
 
-        def release() -> None:
-            checker.caller.cache = None
-            cache.close()
-
-    memo: dict[str, tuple[Any, str | None]] = {}
     rows: list[dict[str, Any]] = []
     samples = []
-    screened = flagged = unknown = 0
-    todo = [
-        (
-            s,
-            [
-                (role, i, ref)
-                for role, refs in (("input", s.input_images), ("output", s.output_images))
-                for i, ref in enumerate(refs)
-                if ref.path
-            ],
-        )
-        for s in context.samples
-    ]
-    bar = tqdm(
-        total=sum(len(images) for s, images in todo if route(s) is not None),
-        desc=context.progress("safety"),
-        unit="img",
-        disable=True if context.progress("safety") is None else None,
-    )
-    try:
-        for sample, images in todo:
-            if route(sample) is None or not images:  # dropped (not in the dataset) or nothing to screen
-                samples.append(sample)
-                continue
-            screened += 1
-            flags: list[bool | None] = []
-            errors: list[str] = []
-            for role, index, ref in images:
-                name = f"{sample.id} {role} image {index + 1} ({ref.path})"
-                key = ref.sha256 or f"path:{ref.path}"
-                if key not in memo:
-                    memo[key] = _screen(checker, context.store_root / ref.path, name)
-                result, error = memo[key]
-                bar.update(1)
-                flags.append(None if result is None else bool(result.flagged))
-                if error is not None:
-                    errors.append(error)
-                rows.append(
-                    {
-                        "sample_id": sample.id,
-                        "role": role,
-                        "index": index,
-                        "path": ref.path,
-                        "sha256": ref.sha256,
-                        "flagged": None if result is None else bool(result.flagged),
-                        "detections": [] if result is None else result.detections,
-                        "error": error,
-                    }
-                )
-            verdict = row_verdict(flags)
-            flagged += verdict is True
-            if verdict is None:
-                unknown += 1
-                context.failures.append(StageFailure("safety", sample.id, "; ".join(errors)))
-            samples.append(sample.model_copy(update={"has_nsfw": verdict}))
-        detector = checker.detector_id
-    finally:
-        bar.close()
-        release()
+    flagged = unknown = 0
+    for sample, images in zip(context.samples, todo, strict=True):
+        if not images:  # dropped (not in the dataset) or nothing downloaded: has_nsfw stays as it was
+            samples.append(sample)
+            continue
+        flags: list[bool | None] = []
+        errors: list[str] = []
+        for role, index, ref in images:
+            result, error = memo[ref.sha256 or f"path:{ref.path}"]
+            flags.append(None if result is None else bool(result.flagged))
+            if error is not None:
+                errors.append(error)
+            rows.append(
+                {
+                    "sample_id": sample.id,
+                    "role": role,
+                    "index": index,
+                    "path": ref.path,
+                    "sha256": ref.sha256,
+                    "flagged": flags[-1],
+                    "detections": [] if result is None else result.detections,
+                    "error": error,
+                }
+            )
+        verdict = row_verdict(flags)
+        flagged += verdict is True
+        if verdict is None:
+            unknown += 1
+            context.failures.append(StageFailure("safety", sample.id, "; ".join(errors)))
+        samples.append(sample.model_copy(update={"has_nsfw": verdict}))
     context.samples = samples
+    screened = sum(1 for images in todo if images)
     return StageOutput(
         {
             "in": screened,
