@@ -499,3 +499,52 @@ def test_importing_the_stage_pulls_no_model_package():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert done.stdout.strip() == ""
+
+
+def test_a_vlm_build_screens_with_the_same_server_and_shares_its_call_cache(openai_server, tmp_path):
+    from PIL import Image
+
+    from tests.helpers.media_server import MediaServer
+    from tests.test_build_vlm import _command, _setup, scripted
+
+    crop = _pixels(Image.new("RGB", (140, 280), (200, 0, 0)))  # the screenshot's crop: the one image flagged
+
+    def reply(body: dict) -> str:
+        if "You screen images" in body["messages"][0]["content"]:
+            red = _sent_image_pixels(body) == crop
+            return json.dumps({"nsfw": red, "confidence": 0.9, "categories": ["genitals"] if red else []})
+        return scripted(body)
+
+    openai_server.reply = reply
+    extra = ("--nsfw-check", "openai:vlm", "--nsfw-option", f"base_url={openai_server.base_url}")
+    with MediaServer() as media:
+        posts = _setup(tmp_path, media)
+        out = tmp_path / "out"
+        result = CliRunner().invoke(cli, _command(posts, out, openai_server, *extra), catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        calls = openai_server.calls
+        again = CliRunner().invoke(cli, _command(posts, out, openai_server, *extra, "--resume"))
+        assert again.exit_code == 0, again.output
+    assert openai_server.calls == calls  # the screening calls too came from the build's cache
+    screens = [b for b in openai_server.log.bodies if "You screen images" in b["messages"][0]["content"]]
+    assert len(screens) == 4  # edit input, edit output, the yellow square, the screenshot's crop
+    entry = json.loads((out / "report.json").read_text())["stages"][-1]
+    assert (entry["name"], entry["detector"], entry["flagged"], entry["images"]) == (
+        "safety",
+        "vlm:openai:vlm+nsfw-screen-v1",
+        1,
+        4,
+    )
+    rows = {}
+    for file in sorted(out.glob("*/test-*.parquet")):
+        rows.update(
+            {
+                r["prompt"]: r["has_nsfw"]
+                for r in pq.read_table(file, columns=["prompt", "has_nsfw"]).to_pylist()
+            }
+        )
+    assert rows == {
+        "put my photo in a green field": False,
+        "a yellow square": False,
+        "make the square red": True,
+    }

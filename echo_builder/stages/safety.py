@@ -140,15 +140,18 @@ def run_safety_stage(context: StageContext) -> StageOutput:
             )
     with contextlib.ExitStack() as stack:
         if getattr(checker, "uses_call_cache", False) and checker.caller.cache is None:
-            # a VLM's calls join the build's call cache: a resumed build repeats none
-            from echo_builder.cache import CallCache
+            # a VLM's calls join the build's call cache (the one the build's model caller holds, or the same
+            # folder opened here with the rules backend): a resumed build repeats none
+            cache = getattr(context.caller, "cache", None)
+            if cache is None:
+                from echo_builder.cache import CallCache
 
-            config = context.config
-            cache = CallCache(
-                config.cache_dir or context.out / "cache", root=None if config.cache_dir else context.out
-            )
+                config = context.config
+                cache = CallCache(
+                    config.cache_dir or context.out / "cache", root=None if config.cache_dir else context.out
+                )
+                stack.callback(cache.close)
             checker.caller.cache = cache
-            stack.callback(cache.close)
             stack.callback(setattr, checker.caller, "cache", None)  # callbacks run last-in, first-out
         label = context.progress("safety")
         bar = stack.enter_context(
