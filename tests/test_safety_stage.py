@@ -548,3 +548,15 @@ def test_a_vlm_build_screens_with_the_same_server_and_shares_its_call_cache(open
         "a yellow square": False,
         "make the square red": True,
     }
+
+
+def test_skipping_the_safety_stage_says_what_to_do_instead(tmp_path):
+    from echo_builder.stages.registry import active_stages
+
+    with pytest.raises(ConfigError, match="the optional stage 'safety' does not run in this build"):
+        active_stages(["safety"])
+    with pytest.raises(ConfigError, match="the stage 'safety' cannot be skipped"):
+        active_stages(["safety"], _demo_config(tmp_path / "b", nsfw_check=Scripted({})))
+    assert [d.name for d in active_stages((), _demo_config(tmp_path / "c", nsfw_check="nudenet"))][
+        -1
+    ] == "safety"

@@ -382,6 +382,11 @@ def active_stages(skip: Sequence[str] = (), config: BuildConfig | None = None) -
     order = stage_order(config)
     names = {d.name: d for d in order}
     for name in skip:
+        if name not in names and name in STAGES and STAGES.get(name).optional:
+            raise ConfigError(
+                f"the optional stage {name!r} does not run in this build: there is nothing to skip "
+                f"({STAGES.get(name).description})"
+            )
         if name not in names:
             broken = [p for p in STAGES.problems() if p.name == name]
             raise ConfigError(
