@@ -327,8 +327,10 @@ class VlmNsfwChecker:
     image is flagged when ``nsfw`` is true and ``confidence >= threshold``. The answer is kept as the image's one
     detection: ``{"class": "NSFW" or "SAFE", "score": confidence, "box": None, "categories": [...]}`` (a VLM
     gives no box). Images are scaled down to :data:`VLM_MAX_SIDE` px (longer side) and sent as PNG. Calls go
-    through :class:`~echo_builder.backends.caller.ModelCaller` (retries, timeout) and, when ``cache`` is set, the
-    call cache: a rerun repeats no completed call.
+    through :class:`~echo_builder.backends.caller.ModelCaller` (retries, timeout) and, once a cache is attached to
+    :attr:`caller` (the build's ``safety`` stage attaches the build's), the call cache: a rerun repeats no
+    completed call. A model that answers anything but that JSON (a refusal, prose) leaves the image unscreened
+    (an error for that image), never "safe".
 
     Args:
         spec: a backend spec (``openai:gpt-4o``, ``transformers:<path>``); ``rules`` cannot see images.
@@ -490,7 +492,8 @@ def create_checker(
         threshold: the checker's threshold; ``None``: its default (:data:`DEFAULT_THRESHOLD`,
             :data:`VLM_DEFAULT_THRESHOLD`).
         options: NudeNet: ``classes`` (comma-separated NudeNet classes that flag, default :data:`NSFW_CLASSES`);
-            a VLM: its backend's options.
+            a VLM: ``prompt_file`` (another prompt file of format ``echo-bench-nsfw-prompt/1``) and its backend's
+            options.
         **limits: ``timeout_s``, ``max_attempts`` and ``concurrency`` of a VLM's calls.
 
     Raises:
@@ -515,9 +518,11 @@ def create_checker(
             classes = [c.strip() for c in classes.split(",") if c.strip()]
         _import_nudenet()  # a missing extra fails now, before a build writes anything
         return NudeNetChecker(DEFAULT_THRESHOLD if threshold is None else threshold, classes)
+    prompt_file = options.pop("prompt_file", None)
     return VlmNsfwChecker(
         spec,
         threshold=VLM_DEFAULT_THRESHOLD if threshold is None else threshold,
         options=options,
+        prompt_file=prompt_file,
         **limits,
     )

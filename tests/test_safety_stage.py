@@ -560,3 +560,27 @@ def test_skipping_the_safety_stage_says_what_to_do_instead(tmp_path):
     assert [d.name for d in active_stages((), _demo_config(tmp_path / "c", nsfw_check="nudenet"))][
         -1
     ] == "safety"
+
+
+def test_a_prompt_file_of_ones_own_is_sent_and_a_bad_one_is_named(openai_server, tmp_path):
+    import yaml
+
+    from echo_builder.safety import NSFW_PROMPT_FILE
+
+    data = yaml.safe_load(NSFW_PROMPT_FILE.read_text(encoding="utf-8"))
+    mine = tmp_path / "strict.yaml"
+    mine.write_text(yaml.safe_dump({**data, "version": "strict-v2", "system": "Screen strictly."}))
+    openai_server.reply = lambda body: '{"nsfw": false, "confidence": 0.6}'
+    options = {"base_url": openai_server.base_url, "prompt_file": str(mine)}
+    checker = create_checker("openai:screen-vlm", options=options)
+    assert checker.detector_id == "vlm:openai:screen-vlm+strict-v2"
+    assert checker.check(demo_data_dir() / "media" / "bookshop.png").flagged is False
+    assert openai_server.log.bodies[-1]["messages"][0]["content"] == "Screen strictly."
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump({**data, "version": "", "categories": "genitals"}))
+    with pytest.raises(ConfigError, match=r"broken.yaml'?: missing or invalid version, categories"):
+        create_checker("openai:screen-vlm", options={**options, "prompt_file": str(broken)})
+    (tmp_path / "other.yaml").write_text("format: echo-bench-judge-prompt/1\n")
+    with pytest.raises(ConfigError, match="is not of format 'echo-bench-nsfw-prompt/1'"):
+        create_checker("openai:screen-vlm", options={**options, "prompt_file": str(tmp_path / "other.yaml")})

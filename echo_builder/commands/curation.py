@@ -152,8 +152,8 @@ __all__ = ["build", "publish"]
     "nsfw_options",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Checker option; repeatable. nudenet: classes=A,B (the NudeNet classes that flag); a VLM: its backend's "
-    "options (base_url, ...).",
+    help="Checker option; repeatable. nudenet: classes=A,B (the NudeNet classes that flag); a VLM: prompt_file=FILE "
+    "(a prompt of format echo-bench-nsfw-prompt/1) and its backend's options (base_url, ...).",
 )
 @run_config_option
 def build(

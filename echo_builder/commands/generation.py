@@ -86,7 +86,7 @@ _SHOWN_FAILURES = 5
     "nsfw_options",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Checker option; repeatable (nudenet: classes=A,B; a VLM: its backend's options).",
+    help="Checker option; repeatable (nudenet: classes=A,B; a VLM: prompt_file=FILE and its backend's options).",
 )
 @run_config_option
 def generate(
