@@ -210,6 +210,7 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
         "float": click.FLOAT,
         "path": click.Path(),
         "choice": click.Choice(list(option.choices)),
+        "column": click.STRING,
     }
     text = option.help if option.help.startswith(definition.name) else f"{definition.name}: {option.help}"
     if option.type == "bool":
@@ -221,6 +222,7 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
         type=kinds[option.type],
         default=option.default,
         show_default=option.default is not None,
+        metavar="COLUMN" if option.type == "column" else None,
         help=text,
     )
 
@@ -267,11 +269,18 @@ def metrics(
     """Compute the community-driven metrics (every metric of the registry, listed below with what it needs;
     plugins included) for every model's outputs; writes per-sample rows, a per-model summary and color
     swatches."""
+    from echo_builder.errors import ConfigError
     from echo_builder.scoring.run import run_metrics
 
+    ocr_evidence = bool(metric_options.get("ocr_evidence"))
+    if ocr_evidence and (not judges or (metric_names and "text_rendering" not in metric_names)):
+        raise ConfigError(
+            "--ocr-evidence applies to the judge's text_rendering: pass --judge SPEC (and --metric text_rendering "
+            "when naming metrics)"
+        )
     if judge_prompt is not None:
-        from echo_builder.errors import ConfigError
         from echo_builder.judge.prompts import load_judge_prompt
+        from echo_builder.scoring.text import check_ocr_placeholder
 
         if metric_names and "text_rendering" not in metric_names:
             raise ConfigError("--judge-prompt applies to --metric text_rendering only")
@@ -280,6 +289,7 @@ def metrics(
             raise ConfigError(
                 f"judge prompt {judge_prompt}: field 'answer.kind' is {loaded.answer!r}; text_rendering needs 'rating'"
             )
+        check_ocr_placeholder(loaded, ocr_evidence)
     run_options: dict[str, Any] = {
         **metric_options,  # each metric's declared options (--dino-weights, --face-backend, ...)
         "judges": list(judges),
