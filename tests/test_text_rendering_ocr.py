@@ -183,3 +183,22 @@ def test_ocr_evidence_needs_the_judge_metric(tmp_path):
     assert not (tmp_path / "m").exists()
     helped = CliRunner().invoke(cli, ["metrics", "--help"])
     assert "--ocr-evidence" in helped.output
+
+
+@pytest.mark.slow
+def test_evaluate_module_takes_ocr_evidence(engine, openai_server):
+    import evaluate
+
+    import echo_builder.metrics
+
+    openai_server.reply = _ocr_judge
+    module = evaluate.load(echo_builder.metrics.path("text_rendering"))
+    out = module.compute(
+        predictions=[_render("TOTAL $721.45")],
+        prompts=['a receipt ending "TOTAL $127.54"'],
+        judges=["openai:judge"],
+        judge_options={"openai:judge": {"base_url": openai_server.base_url}},
+        ocr_evidence=True,
+    )
+    assert out["scores"] == [pytest.approx(3 / 9)] and normalise(out["ocr_text"][0]) == "total$721.45"
+    assert "+prompt=echo-text-ocr-v1+ocr=" in out["backend"]
