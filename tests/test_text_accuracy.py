@@ -701,5 +701,16 @@ def test_metrics_cli_text_field_unknown_column_writes_nothing(tmp_path):
     assert "--text-field 'sign_txt' (text_accuracy)" in result.output
     assert "its columns: id, input_images, prompt" in result.output
     assert not out.exists()
+    other = CliRunner().invoke(
+        cli,
+        [
+            "metrics",
+            *("--benchmark", str(bench), "--config", "text_to_image"),
+            *("--outputs", str(tmp_path / "outputs"), "--out", str(out)),
+            *("--metric", "color_shift", "--text-field", "prompt"),
+        ],
+    )
+    assert other.exit_code == 1 and "--text-field applies to the metric text_accuracy" in other.output
+    assert not out.exists()
     helped = CliRunner().invoke(cli, ["metrics", "--help"])
     assert "--text-field COLUMN" in helped.output

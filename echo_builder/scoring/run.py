@@ -334,10 +334,22 @@ def _column_options(
     """metric -> {option name: benchmark column} for every ``"column"`` option given, each column checked.
 
     Raises:
-        ConfigError: a given column is not a column of the config (before anything is written).
+        ConfigError: a given column is not a column of the config, or is given for a metric this run does not
+            compute (before anything is written).
     """
-    from echo_builder.scoring.registry import METRICS
+    from echo_builder.scoring.registry import METRICS, metric_definitions
 
+    for definition in metric_definitions():
+        for option in definition.options:
+            if (
+                option.type == "column"
+                and options.get(option.name) is not None
+                and definition.name not in names
+            ):
+                raise ConfigError(
+                    f"{option.cli_name} applies to the metric {definition.name}, which this run does not compute "
+                    f"(add --metric {definition.name})"
+                )
     found: dict[str, dict[str, str]] = {}
     present = set().union(*(sample.keys() for sample in samples)) if samples else set()
     for name in names:
