@@ -211,26 +211,31 @@ def metric_agreement(
                 f"--between {name}: no {name} rows in {folders}; metrics found: {', '.join(found)}"
             )
     key = ["model", "sample_id"]
-    left = rows[rows["metric"] == first].set_index(key)
-    right = rows[rows["metric"] == second].set_index(key)
-    outputs = left.index.union(right.index)
+    columns = [*key, "value", "nan_reason"]
+    merged = pd.merge(
+        rows.loc[rows["metric"] == first, columns],
+        rows.loc[rows["metric"] == second, columns],
+        on=key,
+        how="outer",
+        suffixes=("_a", "_b"),
+        indicator="side",
+    ).sort_values(key, kind="stable")
     dropped: Counter[str] = Counter()
     pairs = []
-    for model, sample_id in outputs:
+    for row in merged.itertuples(index=False):
         reasons = []
-        values = []
-        for name, side in ((first, left), (second, right)):
-            if (model, sample_id) not in side.index:
+        for name, value, reason, present in (
+            (first, row.value_a, row.nan_reason_a, row.side != "right_only"),
+            (second, row.value_b, row.nan_reason_b, row.side != "left_only"),
+        ):
+            if not present:
                 reasons.append(f"no {name} row")
-                continue
-            value = side.at[(model, sample_id), "value"]
-            if not np.isfinite(value):
-                reasons.append(f"{name} NaN: {_reason_key(side.at[(model, sample_id), 'nan_reason'])}")
-            values.append(value)
+            elif not np.isfinite(value):
+                reasons.append(f"{name} NaN: {_reason_key(reason)}")
         if reasons:
             dropped[" + ".join(reasons)] += 1
         else:
-            pairs.append((model, sample_id, float(values[0]), float(values[1])))
+            pairs.append((row.model, row.sample_id, float(row.value_a), float(row.value_b)))
     table = pd.DataFrame(pairs, columns=["model", "sample_id", first, second])
 
     def correlation(part: pd.DataFrame) -> dict[str, Any]:
@@ -249,7 +254,7 @@ def metric_agreement(
         },
         "pooled": correlation(table),
         "per_model": [{"model": m, **correlation(part)} for m, part in table.groupby("model", sort=True)],
-        "n_outputs": len(outputs),
+        "n_outputs": len(merged),
         "n_dropped": sum(dropped.values()),
         "dropped": dict(sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))),
         "n_boot": n_boot,
