@@ -171,7 +171,9 @@ def plan_jobs(
     if since and until and since >= until:
         raise ConfigError(f"--since {_iso(since)} is not before --until {_iso(until)}")
     if launch is None and any(k.window_days is not None for k in keywords):
-        raise ConfigError("time-windowed keywords need the target model's launch date (--launch-date YYYY-MM-DD)")
+        raise ConfigError(
+            "time-windowed keywords need the target model's launch date (--launch-date YYYY-MM-DD)"
+        )
     jobs: list[Job] = []
     notes: list[str] = []
     seen: set[tuple[str, Window]] = set()
@@ -183,7 +185,9 @@ def plan_jobs(
             start = max(low, since) if since else low
             end = min(high, until) if until else high
         if start and end and start >= end:
-            notes.append(f"keyword {keyword.term!r}: its window and --since/--until do not overlap; not searched")
+            notes.append(
+                f"keyword {keyword.term!r}: its window and --since/--until do not overlap; not searched"
+            )
             continue
         window = Window(start, end)
         query = platform.query_for(keyword.term)
@@ -420,7 +424,9 @@ class Collector:
                 self._save_state(state)
                 self.sleep(float(2 ** (attempts - 1)))
             finally:
-                state["auth_requests"] = state.get("auth_requests", 0) + self.platform.auth_requests - signed_in
+                state["auth_requests"] = (
+                    state.get("auth_requests", 0) + self.platform.auth_requests - signed_in
+                )
 
     # -- the run ----------------------------------------------------------------------------------------------
     def run(self) -> CollectResult:

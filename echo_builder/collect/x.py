@@ -131,7 +131,9 @@ class XSearch:
             tweepy = require_import("tweepy", "tweepy")
             requests = require_import("requests", "requests")
             token = self.bearer_token or env_credential("X_BEARER_TOKEN", "collect x")
-            client = tweepy.Client(bearer_token=token, return_type=requests.Response, wait_on_rate_limit=False)
+            client = tweepy.Client(
+                bearer_token=token, return_type=requests.Response, wait_on_rate_limit=False
+            )
             adapter = _host_adapter(self.base_url, self.timeout_s)
             client.session.mount(API_HOST, adapter)
             client.session.mount("https://api.x.com", adapter)
@@ -206,4 +208,3 @@ def _number(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return True
-

@@ -65,7 +65,9 @@ def _common(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Send the API requests to this URL instead of the platform's host (a proxy or a test server).",
         ),
         click.option(
-            "--progress/--no-progress", default=None, help="Progress bar on stderr (default: when a terminal)."
+            "--progress/--no-progress",
+            default=None,
+            help="Progress bar on stderr (default: when a terminal).",
         ),
     ]
     for option in reversed(options):
@@ -144,3 +146,19 @@ def collect_x(archive: bool, keep_retweets: bool, **kw: Any) -> None:
     from echo_builder.collect.x import XSearch
 
     _run(XSearch(archive=archive, keep_retweets=keep_retweets, base_url=kw["base_url"]), kw)
+
+
+@collect.command("bluesky")
+@_common
+@click.option(
+    "--sort",
+    type=click.Choice(["latest", "top"]),
+    default="latest",
+    show_default=True,
+    help="searchPosts order: latest (every match, newest first) or top.",
+)
+def collect_bluesky(sort: str, **kw: Any) -> None:
+    """Bluesky app.bsky.feed.searchPosts (atproto), signed in with BLUESKY_HANDLE and BLUESKY_APP_PASSWORD."""
+    from echo_builder.collect.bluesky import BlueskySearch
+
+    _run(BlueskySearch(base_url=kw["base_url"], sort=sort), kw)

@@ -45,12 +45,18 @@ class Reply:
 
     @classmethod
     def json(cls, body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Reply:
-        return cls(status, {"content-type": "application/json; charset=utf-8", **(headers or {})}, json.dumps(body).encode())
+        return cls(
+            status,
+            {"content-type": "application/json; charset=utf-8", **(headers or {})},
+            json.dumps(body).encode(),
+        )
 
 
 def rate_limited(headers: dict[str, str], body: Any = None) -> Reply:
     """A 429 with the given rate-limit headers (e.g. ``x-rate-limit-remaining: 0``, ``x-rate-limit-reset``)."""
-    return Reply.json(body if body is not None else {"title": "Too Many Requests", "status": 429}, 429, headers)
+    return Reply.json(
+        body if body is not None else {"title": "Too Many Requests", "status": 429}, 429, headers
+    )
 
 
 def server_error(status: int = 503) -> Reply:
@@ -118,7 +124,9 @@ class ReplayServer:
                     if "json" in (self.headers.get("content-type") or ""):
                         try:
                             body = json.loads(raw)
-                            params.update({k: str(v) for k, v in body.items()} if isinstance(body, dict) else {})
+                            params.update(
+                                {k: str(v) for k, v in body.items()} if isinstance(body, dict) else {}
+                            )
                         except ValueError:
                             pass
                     else:
@@ -126,7 +134,9 @@ class ReplayServer:
                 seen = Seen(self.command, parts.path, params, {k.lower(): v for k, v in self.headers.items()})
                 with server._lock:
                     server.requests.append(seen)
-                    route = next((r for r in server.routes if r.matches(self.command, parts.path, params)), None)
+                    route = next(
+                        (r for r in server.routes if r.matches(self.command, parts.path, params)), None
+                    )
                     if route is None:
                         server.misses.append(seen)
                         reply = Reply.json({"error": "no recorded reply", "path": parts.path}, 404)
