@@ -226,7 +226,9 @@ def test_bad_app_password_is_a_clear_error(rec, keywords, tmp_path):
     )
     with ReplayServer() as server:
         server.add("POST", SESSION, [refused])
-        with pytest.raises(CollectError, match=r"Bluesky refused signing in .*Invalid identifier or password"):
+        with pytest.raises(
+            CollectError, match=r"Bluesky refused signing in .*Invalid identifier or password"
+        ):
             _collector(server, keywords, tmp_path / "out").run()
 
 

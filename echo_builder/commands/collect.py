@@ -162,3 +162,22 @@ def collect_bluesky(sort: str, **kw: Any) -> None:
     from echo_builder.collect.bluesky import BlueskySearch
 
     _run(BlueskySearch(base_url=kw["base_url"], sort=sort), kw)
+
+
+@collect.command("reddit")
+@_common
+@click.option(
+    "--subreddit",
+    "subreddits",
+    multiple=True,
+    default=("all",),
+    show_default=True,
+    metavar="NAME",
+    help="Subreddit to search (repeatable; several are searched together). Default: all of Reddit.",
+)
+def collect_reddit(subreddits: tuple[str, ...], **kw: Any) -> None:
+    """Reddit search (PRAW) with a script app: REDDIT_CLIENT_ID, REDDIT_CLIENT_SECRET, REDDIT_USER_AGENT
+    (and optionally REDDIT_USERNAME, REDDIT_PASSWORD)."""
+    from echo_builder.collect.reddit import RedditSearch
+
+    _run(RedditSearch(list(subreddits), base_url=kw["base_url"]), kw)
