@@ -8,6 +8,7 @@ search answer whose ``meta.next_token`` is kept or set, page 2 another recorded 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ RECENT = "/2/tweets/search/recent"  # the CLI tests: no 1 request/s pause of ful
 Q1 = '"gpt-4o" -is:retweet'
 Q2 = '"openai" -is:retweet'
 TOKEN = "test-bearer-token-123456"
+NOW = 1_700_000_000.0  # the fake clock of the collector tests: after the recorded windows (2021)
 
 
 @pytest.fixture
@@ -97,9 +99,7 @@ def _collector(server, keywords, out, *, sleep=None, clock=None, **kw) -> Collec
     platform = XSearch(TOKEN, archive=True, base_url=server.url)
     platform.min_interval_s = 0.0
     jobs, _ = plan_jobs(load_keywords(keywords), platform, launch=parse_launch_date("2021-06-01"))
-    return Collector(
-        platform, jobs, out, sleep=sleep or (lambda s: None), clock=clock or (lambda: 1_600_000_000.0), **kw
-    )
+    return Collector(platform, jobs, out, sleep=sleep or (lambda s: None), clock=clock or (lambda: NOW), **kw)
 
 
 def _files(out: Path) -> dict[str, bytes]:
@@ -118,16 +118,20 @@ def test_collect_then_build_reads_every_post(rec, keywords, tmp_path):
     out = tmp_path / "out"
     with ReplayServer() as server:
         _scenario(server, rec, path=RECENT)
-        args = ["collect", "x", "--query-file", keywords, "--launch-date", "2021-06-01"]
+        # recent search covers 7 days: a launch 3 days ago, whose 14-day window is still open
+        launch = (datetime.now(timezone.utc) - timedelta(days=3)).date()
+        args = ["collect", "x", "--query-file", keywords, "--launch-date", launch.isoformat()]
         args += ["--out", out, "--base-url", server.url, "--no-progress"]
+        started = datetime.now(timezone.utc)
         result = _cli(args)
         assert result.exit_code == 0, result.output
         assert server.misses == []
         assert len(server.requests) == 4
         first = server.requests[0]
         assert first.headers["authorization"] == f"Bearer {TOKEN}"
-        assert first.params["start_time"].startswith("2021-06-01T00:00:00")
-        assert first.params["end_time"].startswith("2021-06-15T00:00:00")
+        assert first.params["start_time"].startswith(f"{launch.isoformat()}T00:00:00")
+        end = datetime.fromisoformat(first.params["end_time"].replace("Z", "+00:00"))
+        assert timedelta(seconds=25) < started - end < timedelta(seconds=60)  # X refuses an end in the future
         assert "attachments.media_keys" in first.params["expansions"].split(",")
         assert "start_time" not in server.requests[2].params  # "openai" has no window
         assert first.params["max_results"] == "100"
@@ -140,9 +144,10 @@ def test_collect_then_build_reads_every_post(rec, keywords, tmp_path):
         assert [q["pages"] for q in summary["queries"]] == [2, 2]
         assert sum(summary["per_day"].values()) == EXPECTED_POSTS
         assert summary["queries"][0]["window"] == {
-            "since": "2021-06-01T00:00:00Z",
-            "until": "2021-06-15T00:00:00Z",
+            "since": f"{launch.isoformat()}T00:00:00Z",
+            "until": f"{(launch + timedelta(days=14)).isoformat()}T00:00:00Z",
         }
+        assert summary["queries"][0]["searched"]["until"] == first.params["end_time"][:19] + "Z"
         assert TOKEN not in (out / "collect.json").read_text()
         assert TOKEN not in (out / ".collect" / "state.json").read_text()
 
@@ -243,7 +248,7 @@ def test_kill_between_receiving_and_appending_a_page(rec, keywords, tmp_path, mo
 
 
 def test_429_waits_until_the_reset_time_then_retries(rec, keywords, tmp_path):
-    now = 1_600_000_000.0
+    now = NOW
     slept: list[float] = []
     with ReplayServer() as server:
         limit = rate_limited({"x-rate-limit-remaining": "0", "x-rate-limit-reset": str(int(now) + 30)})
@@ -256,7 +261,7 @@ def test_429_waits_until_the_reset_time_then_retries(rec, keywords, tmp_path):
 
 
 def test_page_with_no_request_left_waits_before_the_next(rec, keywords, tmp_path):
-    now = 1_600_000_000.0
+    now = NOW
     slept: list[float] = []
 
     def exhausted(body):
@@ -276,7 +281,7 @@ def test_page_with_no_request_left_waits_before_the_next(rec, keywords, tmp_path
 
 
 def test_429_storm_stops_with_a_message_and_keeps_what_was_collected(rec, keywords, tmp_path):
-    now = 1_600_000_000.0
+    now = NOW
     out = tmp_path / "out"
     storm = [rate_limited({"x-rate-limit-reset": str(int(now) + 5)}) for _ in range(6)]
     with ReplayServer() as server:
@@ -290,7 +295,7 @@ def test_429_storm_stops_with_a_message_and_keeps_what_was_collected(rec, keywor
 
 
 def test_wait_past_max_wait_stops_and_a_later_run_continues(rec, keywords, tmp_path):
-    now = 1_600_000_000.0
+    now = NOW
     out = tmp_path / "out"
     with ReplayServer() as server:
         far = rate_limited({"x-rate-limit-reset": str(int(now) + 3600)})
@@ -342,7 +347,8 @@ def test_recorded_401_is_a_clear_error(rec, keywords, tmp_path):
     unauthorized = Reply.recorded(rec / "academictwitteR" / "extracted" / "07_tweets_search_all")
     with ReplayServer() as server:
         _scenario(server, rec, q2_first=[unauthorized], path=RECENT)
-        args = ["collect", "x", "--query-file", keywords, "--launch-date", "2021-06-01", "--out", out]
+        launch = (datetime.now(timezone.utc) - timedelta(days=3)).date().isoformat()
+        args = ["collect", "x", "--query-file", keywords, "--launch-date", launch, "--out", out]
         result = _cli([*args, "--base-url", server.url, "--no-progress"])
     assert result.exit_code == 1
     assert "error: X refused the bearer token (401 Unauthorized" in result.output
@@ -407,9 +413,29 @@ def test_missing_token_names_the_variable(keywords, tmp_path, monkeypatch):
             str(keywords),
             "--launch-date",
             "2021-06-01",
+            "--archive",
             "--out",
             str(tmp_path),
         ],
     )
     assert result.exit_code == 1
     assert "set the environment variable X_BEARER_TOKEN" in result.output
+
+
+def test_recent_search_refuses_windows_older_than_7_days(keywords, tmp_path):
+    platform = XSearch(TOKEN)
+    jobs, _ = plan_jobs(load_keywords(keywords), platform, launch=parse_launch_date("2021-06-01"))
+    with pytest.raises(CollectError, match=r"recent search covers the last 7 days only; use --archive"):
+        Collector(platform, jobs, tmp_path / "out", clock=lambda: NOW).run()
+    summary = json.loads((tmp_path / "out" / "collect.json").read_text())
+    assert summary["status"] == "stopped" and summary["requests"] == 0
+
+
+def test_a_changed_query_file_is_refused_not_mixed(rec, keywords, tmp_path):
+    out = tmp_path / "out"
+    with ReplayServer() as server:
+        _scenario(server, rec)
+        _collector(server, keywords, out, max_requests=1).run()
+    keywords.write_text("gpt-4o|7\nopenai\n", encoding="utf-8")
+    with ReplayServer() as server, pytest.raises(CollectError, match=r"collect into a new --out folder"):
+        _collector(server, keywords, out).run()

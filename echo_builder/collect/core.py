@@ -38,7 +38,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Protocol
@@ -140,6 +140,10 @@ class Platform(Protocol):
     auth_requests: int
 
     def query_for(self, term: str) -> str: ...
+
+    # Optional: ``effective_window(window, now) -> Window``, the window actually asked for at UNIX time ``now``
+    # (X refuses an end in the future and, in recent search, a start over 7 days old). Fixed at a query's first
+    # page and kept in the checkpoint, so its continuation pages ask for the same window.
 
     def fetch(self, job: Job, cursor: str | None, page_size: int) -> Page: ...
 
@@ -318,6 +322,7 @@ class Collector:
                 "bytes": 0,
                 "done": False,
                 "error": None,
+                "effective": None,
             },
         )
 
@@ -435,13 +440,25 @@ class Collector:
         self.out.mkdir(parents=True, exist_ok=True)
         state = self._load_state()
         start_requests = state["requests"]
+        keys = {job.key for job in self.jobs}
         for job in self.jobs:
             js = self._job_state(state, job)
+            if js["query"] != job.query or js["window"] != job.window.as_dict():
+                raise CollectError(
+                    f"{self.out} collected {job.key} as {js['query']!r} over {js['window']}, but the query file and "
+                    f"options now give {job.query!r} over {job.window.as_dict()}; collect into a new --out folder "
+                    "(or run with the earlier query file and options to finish that collection)"
+                )
             path = self._output(job)
             if path.exists() and path.stat().st_size != js["bytes"]:  # a page half-written by a killed run
                 with open(path, "ab") as handle:
                     handle.truncate(js["bytes"])
         if state.get("pending"):
+            if state["pending"]["job"] not in keys:
+                raise CollectError(
+                    f"{self.out} holds a received page of {state['pending']['job']}, which the query file no longer "
+                    "gives; run with the earlier query file to finish that collection, or use a new --out folder"
+                )
             self._commit(state, state["pending"])
         budget_reached = False
         bar = self._progress_bar(state)
@@ -454,7 +471,18 @@ class Collector:
                     size = self.platform.max_page_size
                     if self.max_posts is not None:
                         size = max(self.platform.min_page_size, min(size, self.max_posts - state["posts"]))
-                    page = self._fetch(job, js["cursor"], size, state)
+                    if js.get("effective") is None:  # fixed at the first page; continuations reuse it
+                        effective = getattr(self.platform, "effective_window", None)
+                        window = effective(job.window, self.clock()) if effective else job.window
+                        js["effective"] = window.as_dict()
+                    asked = replace(
+                        job,
+                        window=Window(
+                            parse_bound(js["effective"]["since"], "since"),
+                            parse_bound(js["effective"]["until"], "until"),
+                        ),
+                    )
+                    page = self._fetch(asked, js["cursor"], size, state)
                     self._reset_at = page.reset_at
                     line = json.dumps(page.body, ensure_ascii=False, separators=(",", ":")) + "\n"
                     pending = {
@@ -504,6 +532,7 @@ class Collector:
                     "term": job.term,
                     "query": job.query,
                     "window": job.window.as_dict(),
+                    "searched": js.get("effective"),
                     "file": f"{POSTS_DIR}/{job.key}.jsonl",
                     "status": "error" if js["error"] else ("done" if js["done"] else "incomplete"),
                     "error": js["error"],

@@ -20,6 +20,7 @@ out): X bills each post read, retweets included.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 from echo_builder.collect.core import (
@@ -28,6 +29,7 @@ from echo_builder.collect.core import (
     Page,
     RateLimited,
     TransientError,
+    Window,
     created_times,
     decode_json,
     env_credential,
@@ -124,6 +126,31 @@ class XSearch:
         """``"term"`` (an exact phrase, so punctuation such as ``gpt-4o`` is literal) plus ``-is:retweet``."""
         phrase = '"' + term.replace('"', " ").strip() + '"'
         return phrase if self.keep_retweets else f"{phrase} -is:retweet"
+
+    def effective_window(self, window: Window, now: float) -> Window:
+        """The window X accepts at UNIX time ``now``: the end no later than 30 s ago (X refuses an ``end_time``
+        under 10 s before the request); in recent search the start no earlier than 7 days ago (less 2 minutes).
+
+        Raises :class:`CollectError` for a window that ends more than 7 days ago in recent search (it needs
+        ``--archive``) or starts in the future.
+        """
+        until = window.until
+        latest = datetime.fromtimestamp(now - 30, timezone.utc)
+        if until is None or until > latest:
+            until = latest
+        since = window.since
+        if not self.archive:
+            earliest = datetime.fromtimestamp(now - 7 * 86400 + 120, timezone.utc)
+            if until <= earliest:
+                raise CollectError(
+                    f"the window {window.as_dict()} ended more than 7 days ago: X's recent search covers the last 7 "
+                    "days only; use --archive (full-archive search) for older posts"
+                )
+            if since is not None and since < earliest:
+                since = earliest
+        if since is not None and since >= until:
+            raise CollectError(f"the window {window.as_dict()} has not started yet; collect it once it has")
+        return Window(since, until)
 
     def client(self) -> Any:
         """The tweepy client (created on first use: a finished collection never needs the token)."""
