@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlsplit
 
 import pytest
 from click.testing import CliRunner
@@ -245,3 +245,128 @@ def test_endless_after(rec, keywords, tmp_path):
         result = _collector(server, keywords, tmp_path / "out").run()
     assert "endless cursor" in result.errors[0] and "'t3_loop'" in result.errors[0]
     assert [q["status"] for q in result.summary["queries"]] == ["error", "done"]
+
+
+EMPTY_MORE = Reply.json({"json": {"errors": [], "data": {"things": []}}})
+EMPTY_THREAD = Reply.json([{"kind": "Listing", "data": {"children": []}}] * 2)
+
+
+def _comments_scenario(server: ReplayServer, rec: Path) -> None:
+    """A search page holding the two submissions whose comment trees were recorded (03: 2gmzqe, a small tree;
+    04: 3hahrw, 495 things with 12 morechildren stubs and 6 "continue this thread" stubs). The 5 recorded
+    morechildren answers (05-09) and the recorded continuation (10) are served for the stubs they were recorded
+    for; the stubs nobody recorded get an empty answer."""
+    small = json.loads((rec / "03_comments_2gmzqe.response.json").read_text())
+    large = json.loads((rec / "04_comments_3hahrw.response.json").read_text())
+    page = {
+        "kind": "Listing",
+        "data": {
+            "after": None,
+            "children": [small[0]["data"]["children"][0], large[0]["data"]["children"][0]],
+        },
+    }
+    server.add("POST", TOKEN, [Reply.recorded(rec / "01_access_token")] * 3)
+    server.add("GET", SEARCH, [Reply.json(page)], q=Q1)
+    server.add("GET", "/comments/2gmzqe", [Reply.recorded(rec / "03_comments_2gmzqe")])
+    server.add("GET", "/comments/3hahrw", [Reply.recorded(rec / "04_comments_3hahrw")])
+    for n in range(5, 10):
+        form = (rec / f"{n:02d}_morechildren.request.txt").read_text().strip().splitlines()[-1]
+        fields = dict(parse_qsl(form))
+        server.add(
+            "POST",
+            "/api/morechildren",
+            [Reply.recorded(rec / f"{n:02d}_morechildren")],
+            children=fields["children"],
+            link_id="t3_3hahrw",
+        )
+    server.add("POST", "/api/morechildren", [EMPTY_MORE] * 7, link_id="t3_3hahrw")
+    server.add("GET", "/comments/3hahrw/_/cu5v5h7", [Reply.recorded(rec / "10_comments_3hahrw_cu5v5h7")])
+    for parent in ("cu61zil", "cu5uyz1", "cu5x40j", "cu5w5nv", "cu61tk1"):
+        server.add("GET", f"/comments/3hahrw/_/{parent}", [EMPTY_THREAD])
+
+
+def _comment_ids(rec: Path, names: list[str]) -> set[str]:
+    ids: set[str] = set()
+
+    def walk(node):
+        if isinstance(node, list):
+            for item in node:
+                walk(item)
+        elif isinstance(node, dict):
+            if node.get("kind") == "t1":
+                ids.add(f"reddit:t1_{node['data']['id']}")
+            for value in node.values():
+                walk(value)
+
+    for name in names:
+        walk(json.loads((rec / f"{name}.response.json").read_text()))
+    return ids
+
+
+def _comments_collector(server, tmp_path, out, **kw) -> Collector:
+    keywords = tmp_path / "one.txt"
+    keywords.write_text("gpt-4o\n", encoding="utf-8")
+    platform = RedditSearch(
+        ["all"],
+        client_id=ENV["REDDIT_CLIENT_ID"],
+        client_secret=ENV["REDDIT_CLIENT_SECRET"],
+        user_agent=ENV["REDDIT_USER_AGENT"],
+        base_url=server.url,
+        comments=True,
+    )
+    jobs, _ = plan_jobs(load_keywords(keywords), platform, launch=None)
+    return Collector(platform, jobs, out, sleep=lambda s: None, **kw)
+
+
+def test_comment_trees_with_morechildren_and_continue_thread(rec, tmp_path):
+    out = tmp_path / "out"
+    with ReplayServer() as server:
+        _comments_scenario(server, rec)
+        result = _comments_collector(server, tmp_path, out).run()
+        assert server.misses == []
+        assert server.count("/api/morechildren") == 12
+        assert sum(r.path.startswith("/comments/3hahrw/_/") for r in server.requests) == 6
+        assert server.count(SEARCH) == 1 and len(server.requests) == 1 + 1 + 2 + 12 + 6
+    assert [q["key"] for q in result.summary["queries"]] == [
+        "01-gpt-4o",
+        "comments-2gmzqe",
+        "comments-3hahrw",
+    ]
+    assert [q["pages"] for q in result.summary["queries"]] == [1, 1, 19]
+    assert result.summary["status"] == "complete"
+
+    report = read_posts(out / "posts")
+    got = {p.id: p for p in report.posts}
+    recorded = ["03_comments_2gmzqe", "04_comments_3hahrw", *(f"{n:02d}_morechildren" for n in range(5, 10))]
+    expected = _comment_ids(rec, [*recorded, "10_comments_3hahrw_cu5v5h7"])
+    assert expected <= set(got)
+    expanded = got["reddit:t1_cu5pg2h"]  # a comment only the morechildren answer 05 holds
+    assert expanded.reply_to_id == "reddit:t1_cu5p1hh" and expanded.root_id == "reddit:t3_3hahrw"
+    assert "reddit:t1_cu5pg2h" not in _comment_ids(rec, ["04_comments_3hahrw"])
+
+
+@pytest.mark.parametrize("kill_after", [3, 10])
+def test_comment_trees_resume_byte_identical(rec, tmp_path, kill_after):
+    straight = tmp_path / "straight"
+    with ReplayServer() as server:
+        _comments_scenario(server, rec)
+        _comments_collector(server, tmp_path, straight).run()
+    out = tmp_path / "killed"
+    with ReplayServer() as server:
+        _comments_scenario(server, rec)
+        collector = _comments_collector(server, tmp_path, out)
+        real = collector.platform.fetch
+        calls = []
+
+        def dying(*args):
+            if len(calls) == kill_after:
+                raise KeyboardInterrupt
+            calls.append(args)
+            return real(*args)
+
+        collector.platform.fetch = dying
+        with pytest.raises(KeyboardInterrupt):
+            collector.run()
+        _comments_collector(server, tmp_path, out).run()
+        assert server.misses == [] and server.count("/api/morechildren") == 12
+    assert _files(out) == _files(straight)

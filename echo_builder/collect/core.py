@@ -262,6 +262,7 @@ class Collector:
             raise ConfigError(f"max_attempts must be >= 1, got {max_attempts}")
         self.platform = platform
         self.jobs = list(jobs)
+        self._searches = list(jobs)
         self.out = Path(out_dir)
         self.max_posts = max_posts
         self.max_requests = max_requests
@@ -440,6 +441,7 @@ class Collector:
         self.out.mkdir(parents=True, exist_ok=True)
         state = self._load_state()
         start_requests = state["requests"]
+        self._add_followups(state)
         keys = {job.key for job in self.jobs}
         for job in self.jobs:
             js = self._job_state(state, job)
@@ -463,7 +465,10 @@ class Collector:
         budget_reached = False
         bar = self._progress_bar(state)
         try:
-            for job in self.jobs:
+            index = 0
+            while index < len(self.jobs):  # follow-up jobs join the list once the searches are done
+                job = self.jobs[index]
+                index += 1
                 js = self._job_state(state, job)
                 while not js["done"]:
                     if self.max_posts is not None and state["posts"] >= self.max_posts:
@@ -497,6 +502,8 @@ class Collector:
                     if bar is not None:
                         bar.update(len(page.created))
                 self._write_summary(state, "running")
+                if index == len(self.jobs):
+                    self._add_followups(state)
         except _BudgetReached:
             budget_reached = True
         except CollectError as exc:
@@ -509,6 +516,19 @@ class Collector:
         status = "budget" if budget_reached else ("errors" if errors else "complete")
         summary = self._write_summary(state, status)
         return CollectResult(summary, state["requests"] - start_requests, errors, budget_reached)
+
+    def _add_followups(self, state: dict[str, Any]) -> None:
+        """Once every search job is done, add the platform's follow-up jobs (``followup_jobs(files)``: e.g. the
+        comment trees of the submissions found), derived from the finished output files only, so a resumed run
+        derives the same list."""
+        follow = getattr(self.platform, "followup_jobs", None)
+        if follow is None or not all(state["jobs"].get(j.key, {}).get("done") for j in self._searches):
+            return
+        known = {job.key for job in self.jobs}
+        for job in follow([self._output(j) for j in self._searches]):
+            if job.key not in known:
+                self.jobs.append(job)
+                known.add(job.key)
 
     def _progress_bar(self, state: dict[str, Any]) -> Any:
         if not self.progress:

@@ -12,6 +12,11 @@ the first page that reaches posts older than the window's start; posts newer tha
 be skipped) and left to ``build``'s query stage, which applies the windows again. Reddit serves at most about
 1,000 results per search listing.
 
+Comment trees (``--comments``): once the searches are done, every submission they found gets a job that reads
+``GET /comments/<id>`` and then expands each ``more`` stub (``POST /api/morechildren``, "continue this thread"
+links through ``GET /comments/<id>/_/<comment>``), its queue of stubs being the job's checkpointed cursor
+(:meth:`RedditSearch.fetch_thread`).
+
 Rate limits: prawcore paces requests itself from the ``x-ratelimit-remaining`` / ``-reset`` / ``-used`` headers
 (sleeping until the reset when none is left) and retries 5xx answers twice. A 429 that still comes back is waited
 by the collector (deadline-checked, from ``x-ratelimit-reset``, seconds until the reset); prawcore's own pending
@@ -21,6 +26,8 @@ made twice.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from echo_builder.collect.core import (
@@ -30,12 +37,13 @@ from echo_builder.collect.core import (
     Page,
     RateLimited,
     TransientError,
+    Window,
     created_times,
     env_credential,
     require_import,
 )
 
-__all__ = ["RedditSearch"]
+__all__ = ["RedditSearch", "thread_job"]
 
 
 class RedditSearch:
@@ -46,6 +54,9 @@ class RedditSearch:
         client_id, client_secret, user_agent, username, password: the app; ``None`` reads ``REDDIT_CLIENT_ID``,
             ``REDDIT_CLIENT_SECRET``, ``REDDIT_USER_AGENT``, ``REDDIT_USERNAME``, ``REDDIT_PASSWORD``.
         base_url: one host for both ``oauth.reddit.com`` and ``www.reddit.com`` (tests, proxies).
+        comments: after the searches, read the comment tree of every submission found, ``more`` stubs expanded
+            (:meth:`fetch_thread`); one output file ``posts/comments-<id>.jsonl`` per submission.
+        comment_sort: the comment order asked for (``confidence``, Reddit's default "best", ``new``, ``old``, ...).
     """
 
     name = "reddit"
@@ -63,7 +74,11 @@ class RedditSearch:
         username: str | None = None,
         password: str | None = None,
         base_url: str | None = None,
+        comments: bool = False,
+        comment_sort: str = "confidence",
     ) -> None:
+        self.comments = comments
+        self.comment_sort = comment_sort
         names = [s.strip().removeprefix("r/").removeprefix("/r/") for s in subreddits if s.strip()]
         if not names:
             from echo_builder.errors import ConfigError
@@ -166,7 +181,76 @@ class RedditSearch:
                 f"Reddit answered {exc.response.status_code} for {what}: {_reason(exc.response)}"
             ) from None
 
+    # -- comment trees ------------------------------------------------------------------------------------------
+    def followup_jobs(self, files: list[Path]) -> list[Job]:
+        """With ``comments``: one job per submission of the finished search pages (first appearance order), which
+        reads its comment tree (see :meth:`fetch_thread`)."""
+        if not self.comments:
+            return []
+        ids: dict[str, None] = {}
+        for path in files:
+            if not path.exists():
+                continue
+            with open(path, encoding="utf-8") as handle:
+                for line in handle:
+                    body = json.loads(line)
+                    children = body.get("data", {}).get("children", []) if isinstance(body, dict) else []
+                    for child in children:
+                        if isinstance(child, dict) and child.get("kind") == "t3":
+                            sid = child.get("data", {}).get("id")
+                            if isinstance(sid, str) and sid:
+                                ids.setdefault(sid, None)
+        return [thread_job(sid) for sid in ids]
+
+    def fetch_thread(self, link: str, cursor: str | None) -> Page:
+        """One page of the comment tree of submission ``link`` (``t3_<id>``).
+
+        The first page is ``GET /comments/<id>`` (``[submission listing, comment listing]``); every ``more`` stub
+        in it becomes a task of the cursor (a JSON list, in document order): stubs that list comment ids are
+        expanded with ``POST /api/morechildren`` (at most 100 ids a request; the answer is written as Reddit sent
+        it, ``{"json": {"data": {"things"}}}``), and "continue this thread" stubs (id ``_``) with
+        ``GET /comments/<id>/_/<comment id>``. Stubs in those answers join the queue; the tree is done when the
+        queue is empty.
+        """
+        sid = link.removeprefix("t3_")
+        params = {"limit": 500, "sort": self.comment_sort, "raw_json": 1}
+        what = f"the comments of {link}"
+        tasks: list[list[Any]] = json.loads(cursor) if cursor else []
+        if cursor is None:
+            body = self.request("GET", f"/comments/{sid}", params, what)
+            if not (isinstance(body, list) and body and all(isinstance(b, dict) for b in body)):
+                raise BadResponse(f"Reddit answered {what} with a body that is not [submission, comments]")
+        else:
+            kind, arg = tasks.pop(0)
+            if kind == "more":
+                form = {
+                    "api_type": "json",
+                    "link_id": link,
+                    "children": ",".join(arg),
+                    "sort": self.comment_sort,
+                }
+                body = self.request("POST", "/api/morechildren", form, f"{what} (morechildren)")
+                if not isinstance(body, dict) or not isinstance(body.get("json"), dict):
+                    raise BadResponse(f"Reddit answered morechildren for {link} with an unexpected body")
+                errors = body["json"].get("errors")
+                if errors:
+                    raise CollectError(f"Reddit refused morechildren for {link}: {errors}")
+            else:
+                body = self.request("GET", f"/comments/{sid}/_/{arg}", params, f"{what} (thread {arg})")
+                if not isinstance(body, list):
+                    raise BadResponse(f"Reddit answered {what} (thread {arg}) with a body that is no list")
+        things = _things(body)
+        tasks.extend(_stub_tasks(things))
+        created = created_times(t["data"].get("created_utc") for t in things if t.get("kind") in ("t1", "t3"))
+        return Page(
+            body=body,
+            next_cursor=json.dumps(tasks, separators=(",", ":")) if tasks else None,
+            created=created,
+        )
+
     def fetch(self, job: Job, cursor: str | None, page_size: int) -> Page:
+        if job.query.startswith("t3_"):
+            return self.fetch_thread(job.query, cursor)
         subs = "+".join(self.subreddits)
         params: dict[str, Any] = {
             "q": job.query,
@@ -193,6 +277,49 @@ class RedditSearch:
         if since is not None and any(c is not None and c < since for c in created):
             next_cursor = None  # newest first: the rest of the listing is older than the window
         return Page(body=body, next_cursor=next_cursor, created=created)
+
+
+def thread_job(submission_id: str) -> Job:
+    """The comment-tree job of a submission (``t3_<id>``; its query never starts with a quote, as searches do)."""
+    return Job(
+        f"comments-{submission_id}", f"comments of t3_{submission_id}", f"t3_{submission_id}", Window()
+    )
+
+
+def _things(body: Any) -> list[dict[str, Any]]:
+    """Every thing (``t1``, ``t3``, ``more``) of a listing, listing array or morechildren answer, in document
+    order (depth first, iteratively)."""
+    out: list[dict[str, Any]] = []
+    stack: list[Any] = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(reversed(node))
+        elif isinstance(node, dict):
+            if node.get("kind") == "Listing" and isinstance(node.get("data"), dict):
+                stack.append(node["data"].get("children") or [])
+            elif isinstance(node.get("json"), dict) and isinstance(node["json"].get("data"), dict):
+                stack.append(node["json"]["data"].get("things") or [])
+            elif node.get("kind") in ("t1", "t3", "more") and isinstance(node.get("data"), dict):
+                out.append(node)
+                replies = node["data"].get("replies")
+                if isinstance(replies, dict):
+                    stack.append(replies)
+    return out
+
+
+def _stub_tasks(things: list[dict[str, Any]]) -> list[list[Any]]:
+    tasks: list[list[Any]] = []
+    for thing in things:
+        if thing.get("kind") != "more":
+            continue
+        data = thing["data"]
+        children = [c for c in data.get("children") or [] if isinstance(c, str)]
+        if children:
+            tasks.extend(["more", children[i : i + 100]] for i in range(0, len(children), 100))
+        elif data.get("id") == "_" and isinstance(data.get("parent_id"), str):
+            tasks.append(["continue", data["parent_id"].removeprefix("t1_")])
+    return tasks
 
 
 def _reason(response: Any) -> str:

@@ -175,9 +175,25 @@ def collect_bluesky(sort: str, **kw: Any) -> None:
     metavar="NAME",
     help="Subreddit to search (repeatable; several are searched together). Default: all of Reddit.",
 )
-def collect_reddit(subreddits: tuple[str, ...], **kw: Any) -> None:
+@click.option(
+    "--comments",
+    is_flag=True,
+    help="After the searches, read the comment tree of every submission found, 'more' stubs expanded "
+    "(morechildren): one request per submission plus one per 100 hidden comments.",
+)
+@click.option(
+    "--comment-sort",
+    type=click.Choice(["confidence", "top", "new", "old", "controversial", "qa"]),
+    default="confidence",
+    show_default=True,
+    help="Comment order of the trees (confidence is Reddit's 'best').",
+)
+def collect_reddit(subreddits: tuple[str, ...], comments: bool, comment_sort: str, **kw: Any) -> None:
     """Reddit search (PRAW) with a script app: REDDIT_CLIENT_ID, REDDIT_CLIENT_SECRET, REDDIT_USER_AGENT
     (and optionally REDDIT_USERNAME, REDDIT_PASSWORD)."""
     from echo_builder.collect.reddit import RedditSearch
 
-    _run(RedditSearch(list(subreddits), base_url=kw["base_url"]), kw)
+    platform = RedditSearch(
+        list(subreddits), base_url=kw["base_url"], comments=comments, comment_sort=comment_sort
+    )
+    _run(platform, kw)
