@@ -439,3 +439,31 @@ def test_a_changed_query_file_is_refused_not_mixed(rec, keywords, tmp_path):
     keywords.write_text("gpt-4o|7\nopenai\n", encoding="utf-8")
     with ReplayServer() as server, pytest.raises(CollectError, match=r"collect into a new --out folder"):
         _collector(server, keywords, out).run()
+
+
+def test_lookup_with_expansions_reads_media_and_partial_errors(rec, tmp_path):
+    video = Reply.recorded(rec / "twarc-csv" / "extracted" / "02_tweets_lookup")
+    partial = Reply.recorded(rec / "academictwitteR" / "extracted" / "12_tweets_lookup")
+    with ReplayServer() as server:
+        server.add("GET", "/2/tweets", [video], ids="1558553189766631429")
+        ids = "1,2,3,4,5,6,7,8,9,1266857669157097473,1266856357954756609,1266855807699861506,"
+        ids += "1266855344086663169,1266854627758276608,1266854586188476421"
+        server.add("GET", "/2/tweets", [partial], ids=ids)
+        platform = XSearch(TOKEN, base_url=server.url)
+        body = platform.lookup(["1558553189766631429"])
+        asked = server.requests[0].params
+        assert set(asked["expansions"].split(",")) >= {
+            "attachments.media_keys",
+            "referenced_tweets.id",
+            "author_id",
+        }
+        assert "variants" in asked["media.fields"].split(",")
+        errors = platform.lookup(ids.split(","))
+        assert server.misses == []
+        with pytest.raises(CollectError, match="1 to 100 ids"):
+            platform.lookup([str(i) for i in range(101)])
+    (tmp_path / "a.jsonl").write_text(json.dumps(body) + "\n" + json.dumps(errors) + "\n")
+    report = read_posts(tmp_path)
+    media = [m for p in report.posts for m in p.media if m.type == "video"]
+    assert media and media[0].url.startswith("https://pbs.twimg.com/ext_tw_video_thumb/")
+    assert any("Could not find tweet with ids: [1]" in p.reason for p in report.problems)

@@ -167,12 +167,58 @@ class XSearch:
             self._client = client
         return self._client
 
-    def fetch(self, job: Job, cursor: str | None, page_size: int) -> Page:
+    def _call(self, what: str, method: str, *args: Any, **params: Any) -> tuple[dict[str, Any], Any]:
+        """Call the tweepy client's ``method``; the decoded body and the ``requests`` response. Maps X's answers
+        to :class:`RateLimited` (429), :class:`TransientError` (5xx, network), :class:`BadResponse` (an HTML page,
+        malformed JSON) and :class:`CollectError` (401, 403, 400, other 4xx, a body that is not an object)."""
         tweepy = require_import("tweepy", "tweepy")
         import requests
 
-        client = self.client()
-        search = client.search_all_tweets if self.archive else client.search_recent_tweets
+        try:
+            response = getattr(self.client(), method)(*args, **params)
+        except tweepy.TooManyRequests as exc:
+            reset = exc.response.headers.get("x-rate-limit-reset")
+            raise RateLimited("HTTP 429", reset_at=float(reset) if _number(reset) else None) from None
+        except tweepy.Unauthorized as exc:
+            raise CollectError(
+                f"X refused the bearer token (401 Unauthorized: {_x_errors(exc.response)}); set X_BEARER_TOKEN to "
+                "your app's bearer token from the developer portal"
+            ) from None
+        except tweepy.Forbidden as exc:
+            raise CollectError(
+                f"X refused {what} (403 Forbidden: {_x_errors(exc.response)}); the app's access level may not "
+                "include this endpoint (full-archive search needs Pro or Enterprise), or the account is suspended"
+            ) from None
+        except tweepy.BadRequest as exc:
+            raise CollectError(f"X rejected {what} (400 Bad Request: {_x_errors(exc.response)})") from None
+        except tweepy.TwitterServerError as exc:
+            raise TransientError(f"X server error {exc.response.status_code} {exc.response.reason}") from None
+        except tweepy.HTTPException as exc:
+            raise CollectError(f"X answered {_x_errors(exc.response)} for {what}") from None
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            raise TransientError(f"X could not be reached ({type(exc).__name__})") from None
+        body = decode_json(response.content, response.headers.get("content-type"), "X")
+        if not isinstance(body, dict) or not ({"data", "meta", "errors"} & body.keys()):
+            shown = sorted(body) if isinstance(body, dict) else type(body).__name__
+            raise CollectError(f"X answered {what} with a body that is no API v2 response (got {shown})")
+        return body, response
+
+    def lookup(self, ids: list[str]) -> dict[str, Any]:
+        """``GET /2/tweets?ids=...`` (at most 100 ids) with the same expansions and fields as the search: an
+        ``x_api`` response (``data``, ``includes``, and ``errors`` for deleted or protected posts). For fetching
+        referenced posts and threads later; raises as :meth:`_call`."""
+        if not 1 <= len(ids) <= 100:
+            raise CollectError(f"X's post lookup takes 1 to 100 ids a request, got {len(ids)}")
+        fields = {
+            "expansions": EXPANSIONS,
+            "tweet_fields": TWEET_FIELDS,
+            "user_fields": USER_FIELDS,
+            "media_fields": MEDIA_FIELDS,
+        }
+        body, _ = self._call(f"the lookup of {len(ids)} posts", "get_tweets", ids, **fields)
+        return body
+
+    def fetch(self, job: Job, cursor: str | None, page_size: int) -> Page:
         params: dict[str, Any] = {
             "max_results": max(self.min_page_size, min(self.max_page_size, page_size)),
             "expansions": EXPANSIONS,
@@ -186,35 +232,8 @@ class XSearch:
             params["end_time"] = job.window.until
         if cursor:
             params["next_token"] = cursor
-        try:
-            response = search(job.query, **params)
-        except tweepy.TooManyRequests as exc:
-            reset = exc.response.headers.get("x-rate-limit-reset")
-            raise RateLimited("HTTP 429", reset_at=float(reset) if _number(reset) else None) from None
-        except tweepy.Unauthorized as exc:
-            raise CollectError(
-                f"X refused the bearer token (401 Unauthorized: {_x_errors(exc.response)}); set X_BEARER_TOKEN to "
-                "your app's bearer token from the developer portal"
-            ) from None
-        except tweepy.Forbidden as exc:
-            raise CollectError(
-                f"X refused the search (403 Forbidden: {_x_errors(exc.response)}); the app's access level may not "
-                "include this endpoint (full-archive search needs Pro or Enterprise), or the account is suspended"
-            ) from None
-        except tweepy.BadRequest as exc:
-            raise CollectError(
-                f"X rejected the query {job.query!r} (400 Bad Request: {_x_errors(exc.response)})"
-            ) from None
-        except tweepy.TwitterServerError as exc:
-            raise TransientError(f"X server error {exc.response.status_code} {exc.response.reason}") from None
-        except tweepy.HTTPException as exc:
-            raise CollectError(f"X answered {_x_errors(exc.response)} for query {job.query!r}") from None
-        except (requests.ConnectionError, requests.Timeout) as exc:
-            raise TransientError(f"X could not be reached ({type(exc).__name__})") from None
-        body = decode_json(response.content, response.headers.get("content-type"), "X")
-        if not isinstance(body, dict) or not ({"data", "meta", "errors"} & body.keys()):
-            shown = sorted(body) if isinstance(body, dict) else type(body).__name__
-            raise CollectError(f"X answered a body that is no search page (expected data/meta, got {shown})")
+        method = "search_all_tweets" if self.archive else "search_recent_tweets"
+        body, response = self._call(f"the query {job.query!r}", method, job.query, **params)
         meta = body.get("meta") if isinstance(body.get("meta"), dict) else {}
         token = meta.get("next_token")
         data = body.get("data") if isinstance(body.get("data"), list) else []

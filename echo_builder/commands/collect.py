@@ -114,7 +114,10 @@ def _run(platform: Any, kw: dict[str, Any]) -> None:
             "note: the --max-posts/--max-requests budget is reached; run again with a larger one to continue",
             err=True,
         )
-    click.echo(f"next: echo-bench build {kw['out_dir']}/posts --keywords {kw['query_file']} --out BUILD_DIR")
+    launch = f" --launch-date {kw['launch_date']}" if kw["launch_date"] else ""
+    click.echo(
+        f"next: echo-bench build {kw['out_dir']}/posts --keywords {kw['query_file']}{launch} --out BUILD_DIR"
+    )
     if result.errors:
         for error in result.errors:
             click.echo(f"error: {error}", err=True)
