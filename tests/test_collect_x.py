@@ -467,3 +467,24 @@ def test_lookup_with_expansions_reads_media_and_partial_errors(rec, tmp_path):
     media = [m for p in report.posts for m in p.media if m.type == "video"]
     assert media and media[0].url.startswith("https://pbs.twimg.com/ext_tw_video_thumb/")
     assert any("Could not find tweet with ids: [1]" in p.reason for p in report.problems)
+
+
+def test_a_missing_client_library_names_the_extra(keywords, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tweepy", None)  # import tweepy raises ImportError
+    args = [
+        "collect",
+        "x",
+        "--query-file",
+        keywords,
+        "--launch-date",
+        "2021-06-01",
+        "--archive",
+        "--out",
+        tmp_path,
+    ]
+    result = _cli(args)
+    assert result.exit_code == 1
+    assert "needs the optional package 'tweepy'" in result.output
+    assert 'pip install -e ".[collect]"' in result.output and "Traceback" not in result.output

@@ -637,7 +637,12 @@ def require_import(module: str, package: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise MissingDependencyError(package, "collect", f"echo-bench collect ({package})") from None
+        error = MissingDependencyError(package, "collect", f"echo-bench collect ({package})")
+        error.msg = (
+            f'{error.args[0]} (in a source checkout: pip install -e ".[collect]")'  # ImportError's text
+        )
+        error.args = (error.msg,)
+        raise error from None
 
 
 def env_credential(name: str, what: str) -> str:
