@@ -488,3 +488,39 @@ def test_a_missing_client_library_names_the_extra(keywords, tmp_path, monkeypatc
     assert result.exit_code == 1
     assert "needs the optional package 'tweepy'" in result.output
     assert 'pip install -e ".[collect]"' in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("page", [1, 3])
+def test_kill_after_appending_before_the_checkpoint(rec, keywords, tmp_path, monkeypatch, page):
+    straight = tmp_path / "straight"
+    with ReplayServer() as server:
+        _scenario(server, rec)
+        _collector(server, keywords, straight).run()
+    out = tmp_path / "killed"
+    real_append, real_save = Collector._append, Collector._save_state
+    appended: list[int] = []
+
+    def append(self, job, js, line):
+        real_append(self, job, js, line)
+        appended.append(1)
+
+    def save(self, state):
+        if (
+            len(appended) == page and state["pending"] is None
+        ):  # the page is in the file, not yet checkpointed
+            appended.append(1)
+            raise KeyboardInterrupt
+        real_save(self, state)
+
+    with ReplayServer() as server:
+        _scenario(server, rec)
+        monkeypatch.setattr(Collector, "_append", append)
+        monkeypatch.setattr(Collector, "_save_state", save)
+        with pytest.raises(KeyboardInterrupt):
+            _collector(server, keywords, out).run()
+        monkeypatch.setattr(Collector, "_append", real_append)
+        monkeypatch.setattr(Collector, "_save_state", real_save)
+        assert len(server.requests) == page
+        _collector(server, keywords, out).run()
+        assert len(server.requests) == 4  # the page was appended once, from the checkpoint
+    assert _files(out) == _files(straight)
