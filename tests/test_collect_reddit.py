@@ -9,6 +9,7 @@ The search page is the recorded ``/r/all/search`` answer; the recordings hold on
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from urllib.parse import parse_qs, parse_qsl, urlsplit
 
@@ -50,7 +51,14 @@ def _no_prawcore_sleep(monkeypatch):
     import prawcore.sessions
 
     slept: list[float] = []
-    monkeypatch.setattr(prawcore.sessions.time, "sleep", slept.append)
+
+    class _Time:  # prawcore's view of the time module only: other threads keep the real time.sleep
+        monotonic = staticmethod(time.monotonic)
+        monotonic_ns = staticmethod(time.monotonic_ns)
+        sleep = staticmethod(slept.append)
+
+    monkeypatch.setattr(prawcore.sessions, "time", _Time)
+    monkeypatch.setattr(prawcore.rate_limit, "time", _Time)
     return slept
 
 

@@ -415,7 +415,7 @@ def test_missing_token_names_the_variable(keywords, tmp_path, monkeypatch):
             "2021-06-01",
             "--archive",
             "--out",
-            str(tmp_path),
+            str(tmp_path / "out"),
         ],
     )
     assert result.exit_code == 1
@@ -482,7 +482,7 @@ def test_a_missing_client_library_names_the_extra(keywords, tmp_path, monkeypatc
         "2021-06-01",
         "--archive",
         "--out",
-        tmp_path,
+        tmp_path / "out",
     ]
     result = _cli(args)
     assert result.exit_code == 1
@@ -524,3 +524,12 @@ def test_kill_after_appending_before_the_checkpoint(rec, keywords, tmp_path, mon
         _collector(server, keywords, out).run()
         assert len(server.requests) == 4  # the page was appended once, from the checkpoint
     assert _files(out) == _files(straight)
+
+
+def test_a_folder_that_is_no_collection_is_refused(keywords, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    platform = XSearch(TOKEN, archive=True)
+    jobs, _ = plan_jobs(load_keywords(keywords), platform, launch=parse_launch_date("2021-06-01"))
+    with pytest.raises(CollectError, match="is not empty and holds no collection"):
+        Collector(platform, jobs, tmp_path).run()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keywords.txt", "notes.txt"]

@@ -280,6 +280,11 @@ class Collector:
     def _load_state(self) -> dict[str, Any]:
         path = self.out / STATE_PATH
         if not path.exists():
+            if self.out.is_dir() and any(self.out.iterdir()):
+                raise CollectError(
+                    f"{self.out} is not empty and holds no collection (no {STATE_PATH}); give collect a new or empty "
+                    "--out folder"
+                )
             return {
                 "version": STATE_VERSION,
                 "platform": self.platform.name,
@@ -438,8 +443,8 @@ class Collector:
     def run(self) -> CollectResult:
         """Collect every job to its end (or the budget). Raises :class:`CollectError` when the run had to stop;
         ``collect.json`` and the checkpoint are written first."""
-        self.out.mkdir(parents=True, exist_ok=True)
         state = self._load_state()
+        self.out.mkdir(parents=True, exist_ok=True)
         start_requests = state["requests"]
         self._add_followups(state)
         keys = {job.key for job in self.jobs}
