@@ -14,8 +14,10 @@ headers as recorded; ``edit`` may change the decoded body, e.g. to drop or set a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -107,6 +109,8 @@ class ReplayServer:
     routes: list[Route] = field(default_factory=list)
     requests: list[Seen] = field(default_factory=list)
     misses: list[Seen] = field(default_factory=list)
+    #: Seconds each reply waits before it is sent (a slow API, so a test can kill a client mid-request).
+    delay_s: float = 0.0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -144,6 +148,14 @@ class ReplayServer:
                         reply = route.replies[route.served]
                         route.served += 1
                 seen.status = reply.status
+                if server.delay_s:
+                    time.sleep(server.delay_s)
+                with contextlib.suppress(
+                    BrokenPipeError, ConnectionResetError
+                ):  # a client killed mid-request
+                    self._reply(reply)
+
+            def _reply(self, reply: Reply) -> None:
                 self.send_response(reply.status)
                 for key, value in reply.headers.items():
                     self.send_header(key, value)
