@@ -240,3 +240,27 @@ def test_endless_cursor(rec, keywords, tmp_path):
         result = _collector(server, keywords, tmp_path / "out").run()
     assert len(result.errors) == 1 and "endless cursor" in result.errors[0] and "'100'" in result.errors[0]
     assert [q["status"] for q in result.summary["queries"]] == ["done", "error"]
+
+
+def test_public_thread_and_posts_without_signing_in(rec, tmp_path):
+    thread_uri = "at://did:plc:user30/app.bsky.feed.post/3k7qmjev5lr2s"
+    with ReplayServer() as server:
+        server.add(
+            "GET",
+            "/xrpc/app.bsky.feed.getPostThread",
+            [Reply.recorded(rec / "02_getPostThread")],
+            uri=thread_uri,
+        )
+        server.add(
+            "GET", "/xrpc/app.bsky.feed.getPosts", [Reply.recorded(rec / "03_getPosts")], uris=thread_uri
+        )
+        platform = BlueskySearch(base_url=server.url)  # no handle, no password: never needed
+        thread, headers = platform.query_raw("app.bsky.feed.getPostThread", {"uri": thread_uri}, public=True)
+        posts, _ = platform.query_raw("app.bsky.feed.getPosts", {"uris": [thread_uri]}, public=True)
+        assert server.misses == [] and server.count(SESSION) == 0 and platform.auth_requests == 0
+        assert "authorization" not in server.requests[0].headers
+        assert headers["ratelimit-policy"].startswith("3000")
+    (tmp_path / "thread.jsonl").write_text(json.dumps(thread) + "\n" + json.dumps(posts) + "\n")
+    report = read_posts(tmp_path)
+    assert f"bluesky:{thread_uri}" in {p.id for p in report.posts}
+    assert thread["thread"]["post"]["uri"] == thread_uri

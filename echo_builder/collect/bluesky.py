@@ -9,8 +9,9 @@ A page is the ``{"posts": [<postView>], "cursor", "hitsTotal"}`` body as the ser
 not give the server's JSON byte for byte (unknown fields of newer lexicons are kept as the server sent them only in
 the raw body). The search ends when a page has no ``cursor``.
 
-Threads (``app.bsky.feed.getPostThread``) and posts (``getPosts``) are public and are read the same way by
-:meth:`BlueskySearch.query_raw` with any NSID, for later use by thread expansion.
+Threads (``app.bsky.feed.getPostThread``) and posts (``getPosts``) are public: :meth:`BlueskySearch.query_raw`
+reads any XRPC query the same way, signed in or (``public=True``) from the public AppView without an account, for
+later use by thread expansion.
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from echo_builder.collect.core import (
     require_import,
 )
 
-__all__ = ["DEFAULT_SERVICE", "BlueskySearch"]
+__all__ = ["DEFAULT_SERVICE", "PUBLIC_APPVIEW", "BlueskySearch"]
 
 DEFAULT_SERVICE = "https://bsky.social"
+#: Bluesky's AppView for anonymous reads (threads, posts; not search).
+PUBLIC_APPVIEW = "https://public.api.bsky.app"
 
 
 def _iso_ms(moment: Any) -> str:
@@ -75,6 +78,7 @@ class BlueskySearch:
         self.sort = sort
         self.auth_requests = 0
         self._client: Any = None
+        self._public: Any = None
 
     def query_for(self, term: str) -> str:
         """``"term"``: an exact phrase (searchPosts uses Lucene syntax; quotes keep ``gpt-4o`` one token)."""
@@ -130,12 +134,26 @@ class BlueskySearch:
             ) from None
         raise exc
 
-    def query_raw(self, nsid: str, params: dict[str, Any]) -> tuple[Any, dict[str, str]]:
-        """The decoded JSON body and headers of the XRPC query ``nsid``. Raises :class:`RateLimited`,
-        :class:`TransientError` / :class:`BadResponse`, or :class:`CollectError`."""
+    def query_raw(
+        self, nsid: str, params: dict[str, Any], *, public: bool = False
+    ) -> tuple[Any, dict[str, str]]:
+        """The decoded JSON body and headers of the XRPC query ``nsid`` (e.g. ``app.bsky.feed.getPostThread``
+        with ``{"uri", "depth", "parentHeight"}``, ``app.bsky.feed.getPosts`` with ``{"uris": [...]}``).
+
+        ``public``: ask the public AppView (``PUBLIC_APPVIEW``, or ``base_url`` when one was given) without
+        signing in; threads and posts are public, search is not. Raises :class:`RateLimited`,
+        :class:`TransientError` / :class:`BadResponse`, or :class:`CollectError`.
+        """
         from atproto_client.models.dot_dict import DotDict
 
-        client = self.client()
+        if public:
+            if self._public is None:
+                atproto = require_import("atproto", "atproto")
+                given = self.base_url if self.base_url != DEFAULT_SERVICE else None
+                self._public = atproto.Client(base_url=given or PUBLIC_APPVIEW)
+            client = self._public
+        else:
+            client = self.client()
         try:
             response = client.invoke_query(nsid, params=DotDict(params))
         except Exception as exc:
