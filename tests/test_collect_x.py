@@ -533,3 +533,21 @@ def test_a_folder_that_is_no_collection_is_refused(keywords, tmp_path):
     with pytest.raises(CollectError, match="is not empty and holds no collection"):
         Collector(platform, jobs, tmp_path).run()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keywords.txt", "notes.txt"]
+
+
+def test_a_conversation_is_collected_like_a_search(rec, tmp_path):
+    from echo_builder.collect.x import conversation_job
+
+    replies = Reply.recorded(
+        rec / "academictwitteR" / "extracted" / "03_tweets_search_all", _with_token(None)
+    )
+    with ReplayServer() as server:
+        server.add("GET", SEARCH, [replies], query="conversation_id:1400135988567973890")
+        platform = XSearch(TOKEN, archive=True, base_url=server.url)
+        platform.min_interval_s = 0.0
+        job = conversation_job("1400135988567973890")
+        result = Collector(platform, [job], tmp_path / "out", clock=lambda: NOW).run()
+        assert server.misses == [] and result.summary["posts"] == 206
+    assert (tmp_path / "out" / "posts" / "conversation-1400135988567973890.jsonl").exists()
+    with pytest.raises(CollectError, match="conversation id is a number"):
+        conversation_job("x:123")

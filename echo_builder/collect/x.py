@@ -36,7 +36,7 @@ from echo_builder.collect.core import (
     require_import,
 )
 
-__all__ = ["API_HOST", "MEDIA_FIELDS", "TWEET_FIELDS", "USER_FIELDS", "XSearch"]
+__all__ = ["API_HOST", "MEDIA_FIELDS", "TWEET_FIELDS", "USER_FIELDS", "XSearch", "conversation_job"]
 
 API_HOST = "https://api.twitter.com"
 TWEET_FIELDS = [
@@ -54,6 +54,18 @@ TWEET_FIELDS = [
 USER_FIELDS = ["id", "name", "username", "verified"]
 MEDIA_FIELDS = ["alt_text", "height", "media_key", "preview_image_url", "type", "url", "variants", "width"]
 EXPANSIONS = ["author_id", "attachments.media_keys", "referenced_tweets.id", "referenced_tweets.id.author_id"]
+
+
+def conversation_job(conversation_id: str, window: Window | None = None) -> Job:
+    """A search job for every post of a conversation (``conversation_id:<id>``, the id of its first post): run
+    through :class:`~echo_builder.collect.core.Collector` like a keyword search, to fetch a thread's replies.
+    Recent search covers the last 7 days; older conversations need ``archive=True``."""
+    if not conversation_id.isdigit():
+        raise CollectError(
+            f"an X conversation id is a number (the id of its first post), got {conversation_id!r}"
+        )
+    query = f"conversation_id:{conversation_id}"
+    return Job(f"conversation-{conversation_id}", query, query, window or Window())
 
 
 def _host_adapter(base_url: str | None, timeout_s: float) -> Any:
