@@ -264,3 +264,24 @@ def test_public_thread_and_posts_without_signing_in(rec, tmp_path):
     report = read_posts(tmp_path)
     assert f"bluesky:{thread_uri}" in {p.id for p in report.posts}
     assert thread["thread"]["post"]["uri"] == thread_uri
+
+
+def test_options_from_a_run_config_file(rec, keywords, tmp_path):
+    out = tmp_path / "out"
+    with ReplayServer() as server:
+        _scenario(server, rec)
+        config = tmp_path / "collect.yaml"
+        config.write_text(
+            f"query-file: {keywords}\nlaunch-date: 2025-05-10\nout: {out}\nbase-url: {server.url}\n"
+            "max-requests: 1\nprogress: false\n",
+            encoding="utf-8",
+        )
+        env = {"BLUESKY_HANDLE": HANDLE, "BLUESKY_APP_PASSWORD": PASSWORD}
+        result = CliRunner().invoke(cli, ["collect", "bluesky", "--run-config", str(config)], env=env)
+        assert result.exit_code == 0, result.output
+        assert server.count(SEARCH) == 1  # max-requests from the file
+        bad = tmp_path / "bad.yaml"
+        bad.write_text("query-flie: x\n", encoding="utf-8")
+        refused = CliRunner().invoke(cli, ["collect", "bluesky", "--run-config", str(bad)], env=env)
+        assert refused.exit_code != 0 and "query-flie" in refused.output
+    assert json.loads((out / "collect.json").read_text())["status"] == "budget"

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from echo_builder.commands.options import Number
+from echo_builder.commands.options import Number, run_config_option
 
 __all__ = ["collect"]
 
@@ -72,7 +72,7 @@ def _common(func: Callable[..., Any]) -> Callable[..., Any]:
     ]
     for option in reversed(options):
         func = option(func)
-    return func
+    return run_config_option(func)
 
 
 def _run(platform: Any, kw: dict[str, Any]) -> None:
