@@ -145,7 +145,8 @@ def collect() -> None:
     "--keep-retweets", is_flag=True, help="Do not add -is:retweet (retweets are billed but build skips them)."
 )
 def collect_x(archive: bool, keep_retweets: bool, **kw: Any) -> None:
-    """X API v2 search (tweepy) with a bearer token from X_BEARER_TOKEN."""
+    """X API v2 search (tweepy) with a bearer token from X_BEARER_TOKEN. X bills every post read: cap the spend
+    with --max-posts (docs/collect.md has the cost model)."""
     from echo_builder.collect.x import XSearch
 
     _run(XSearch(archive=archive, keep_retweets=keep_retweets, base_url=kw["base_url"]), kw)
@@ -182,7 +183,7 @@ def collect_bluesky(sort: str, **kw: Any) -> None:
     "--comments",
     is_flag=True,
     help="After the searches, read the comment tree of every submission found, 'more' stubs expanded "
-    "(morechildren): one request per submission plus one per 100 hidden comments.",
+    "(morechildren): one request per submission plus one per 'more' stub (up to 100 hidden comments each).",
 )
 @click.option(
     "--comment-sort",
