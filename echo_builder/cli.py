@@ -1,7 +1,7 @@
 """The ``echo-bench`` command line.
 
 The group and its error handling live here; the subcommands live in :mod:`echo_builder.commands` (curation:
-``build``, ``publish``, ``import echo2025``; model outputs: ``generate``; evaluation: ``judge``, ``leaderboard``, ``agreement``,
+``collect``, ``build``, ``publish``, ``import echo2025``; model outputs: ``generate``; evaluation: ``judge``, ``leaderboard``, ``agreement``,
 ``metrics``; analysis: ``analyze``; tools: ``backends``, ``cache``, ``plugins``; the tour: ``demo``). Heavy imports happen inside the command that
 needs them, so ``echo-bench --help`` is instant.
 """
@@ -17,6 +17,7 @@ import click
 from echo_builder import __version__
 from echo_builder.commands.analysis import analyze
 from echo_builder.commands.backends import backends, cache
+from echo_builder.commands.collect import collect
 from echo_builder.commands.curation import build, publish
 from echo_builder.commands.demo import demo
 from echo_builder.commands.evaluation import agreement, judge, leaderboard, metrics, publish_metrics
@@ -137,6 +138,7 @@ def cli(verbose: int) -> None:
 for _command in (
     backends,
     cache,
+    collect,
     build,
     publish,
     import_group,

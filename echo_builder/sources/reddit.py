@@ -15,6 +15,9 @@ too)::
                  "media_metadata"}
     listing:    {"kind": "Listing", "data": {"children": [{"kind": "t3" | "t1", "data": {...}}]}}, comments'
                 ``replies`` being listings again (walked with an explicit stack).
+    morechildren: {"json": {"errors": [], "data": {"things": [{"kind": "t1" | "more", "data": {...}}]}}}, the
+                answer of ``/api/morechildren`` (comments a ``more`` stub stood for; written by ``collect reddit
+                --comments``).
 
 Mapping to :class:`~echo_builder.records.Post`:
 
@@ -86,6 +89,13 @@ def _is_thing(value: Any) -> bool:
 
 def _is_listing(value: Any) -> bool:
     return isinstance(value, dict) and value.get("kind") == "Listing" and isinstance(value.get("data"), dict)
+
+
+def _is_morechildren(value: Any) -> bool:
+    """The answer of ``/api/morechildren`` (``api_type=json``): ``{"json": {"errors", "data": {"things"}}}``."""
+    inner = value.get("json") if isinstance(value, dict) else None
+    data = inner.get("data") if isinstance(inner, dict) else None
+    return isinstance(data, dict) and isinstance(data.get("things"), list)
 
 
 def _is_item(value: Any) -> bool:
@@ -196,7 +206,7 @@ class RedditSource(SourceAdapter):
     def sniff(self, value: Any) -> bool:
         if isinstance(value, list):
             return bool(value) and self.sniff(value[0])
-        return _is_listing(value) or _is_thing(value) or _is_item(value)
+        return _is_listing(value) or _is_thing(value) or _is_item(value) or _is_morechildren(value)
 
     def parse_document(self, document: Document, ctx: FileContext) -> Iterator[Item]:
         stack: list[tuple[Any, tuple[str | int, ...]]] = [(document.value, ())]
@@ -216,6 +226,11 @@ class RedditSource(SourceAdapter):
                 children = children or []
                 stack.extend(
                     (children[i], (*path, "data", "children", i)) for i in range(len(children) - 1, -1, -1)
+                )
+            elif _is_morechildren(node):
+                things = node["json"]["data"]["things"]
+                stack.extend(
+                    (things[i], (*path, "json", "data", "things", i)) for i in range(len(things) - 1, -1, -1)
                 )
             elif _is_thing(node):
                 data = node["data"]

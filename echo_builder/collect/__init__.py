@@ -1,0 +1,35 @@
+"""``echo-bench collect``: keyword searches on X, Bluesky and Reddit into the export files ``build`` reads.
+
+:mod:`echo_builder.collect.core` holds the platform-neutral collector (windows, resumable paging, budgets,
+rate-limit waits, ``collect.json``); one module per platform wraps its client library:
+:mod:`~echo_builder.collect.x` (tweepy), :mod:`~echo_builder.collect.bluesky` (atproto),
+:mod:`~echo_builder.collect.reddit` (praw). See ``docs/collect.md``.
+"""
+
+from echo_builder.collect.core import (
+    BadResponse,
+    CollectError,
+    Collector,
+    CollectResult,
+    Job,
+    Page,
+    Platform,
+    RateLimited,
+    TransientError,
+    Window,
+    plan_jobs,
+)
+
+__all__ = [
+    "BadResponse",
+    "CollectError",
+    "CollectResult",
+    "Collector",
+    "Job",
+    "Page",
+    "Platform",
+    "RateLimited",
+    "TransientError",
+    "Window",
+    "plan_jobs",
+]
