@@ -517,6 +517,13 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     help="task[=ANALYSIS_DIR]: win rates per task label (echo-bench analyze's labels, default the rules labeller); "
     "metrics=METRICS_DIR: win rates beside the community metrics, one row per model. RUN only; repeatable.",
 )
+@click.option(
+    "--human",
+    "human_votes",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Human pairwise votes (sample_id, model_a, model_b, winner) for the validity card's agreement section; "
+    "RUN only.",
+)
 def leaderboard(
     run: str | None,
     votes: str | None,
@@ -534,11 +541,15 @@ def leaderboard(
     private: bool,
     token_env: str | None,
     by: tuple[str, ...] = (),
+    human_votes: str | None = None,
 ) -> None:
     """Rank models from a judge RUN folder, per-sample --ratings, or human pairwise --votes.
 
     Win rates with 95% intervals (bootstrap over prompts by default), Bradley-Terry ratings (Elo scale) with
-    intervals, and judge failures and missing outputs beside each model.
+    intervals, and judge failures and missing outputs beside each model. For a RUN, also writes its validity
+    card, RUN/validity.json and RUN/validity.md (judge snapshots, prompt versions, temperature, failure, refusal
+    and position-bias rates, agreement with --human votes, Bradley-Terry regularisation, comparison groups); see
+    docs/judging.md.
     """
 
     from echo_builder.judge.leaderboard import (
@@ -549,6 +560,8 @@ def leaderboard(
 
     if sum(bool(x) for x in (run, votes, ratings, example)) != 1:
         raise click.UsageError("give exactly one of RUN, --votes FILE or --example, or --ratings FILE")
+    if human_votes and (not run or by):
+        raise click.UsageError("--human applies to a judge RUN's leaderboard (its validity card) only")
     if by:
         from echo_builder.judge.by_task import print_by
 
@@ -605,13 +618,43 @@ def leaderboard(
         from echo_dataset.safe_io import check_inside
 
         check_inside(run, plots)  # type: ignore[arg-type]
+    validity = None
+    if run:  # computed before anything is printed or written: bad --human votes fail with one error line
+        validity = _validity(board, run, human_votes, seed=seed)
     _print_table(board, fmt)
     if plots is not None:
         written = board.write_plots(plots)
         if fmt == "table":
             click.echo("\nplots: " + ", ".join(str(p) for p in written))
+    if run and validity is not None:
+        from echo_builder.judge.validity import write_validity
+
+        cards = write_validity(run, validity)
+        if fmt == "table":
+            click.echo("validity card: " + ", ".join(str(p) for p in cards))
     if push_repo:
-        _push_results(board, run, ratings, push_repo, private=private, token=token, fmt=fmt)
+        _push_results(
+            board, run, ratings, push_repo, private=private, token=token, fmt=fmt, validity=validity
+        )
+
+
+def _validity(board: Any, run: str, human_votes: str | None, *, seed: int) -> dict[str, Any]:
+    """The validity card of a judge RUN's leaderboard (:func:`echo_builder.judge.validity.validity_report`)."""
+    from echo_builder.judge.results import read_run_meta
+    from echo_builder.judge.validity import VALIDITY_JSON, VALIDITY_MD, validity_report
+    from echo_builder.judge.verdicts_file import read_verdicts
+    from echo_dataset.safe_io import check_inside
+
+    for name in (VALIDITY_JSON, VALIDITY_MD):
+        check_inside(run, Path(run) / name)
+    return validity_report(
+        read_verdicts(run),
+        board,
+        run_meta=read_run_meta(run),
+        run_dir=run,
+        human_votes=human_votes,
+        seed=seed,
+    )
 
 
 def _push_token(repo: str | None, private: bool, token_env: str | None, *, has_verdicts: bool) -> str | None:
@@ -653,7 +696,15 @@ def _push_token(repo: str | None, private: bool, token_env: str | None, *, has_v
 
 
 def _push_results(
-    board: Any, run: str | None, ratings: str | None, repo: str, *, private: bool, token: str | None, fmt: str
+    board: Any,
+    run: str | None,
+    ratings: str | None,
+    repo: str,
+    *,
+    private: bool,
+    token: str | None,
+    fmt: str,
+    validity: dict[str, Any] | None = None,
 ) -> None:
     """Stage the results dataset in a temporary folder and upload it (``leaderboard --push-to-hub``)."""
     import tempfile
@@ -671,7 +722,7 @@ def _push_results(
         verdicts, run_meta = read_ratings_csv(ratings), None
     with tempfile.TemporaryDirectory(prefix="echo-results-") as staging:
         folder = write_results_folder(
-            board, verdicts, Path(staging) / "results", run_meta=run_meta, repo_id=repo
+            board, verdicts, Path(staging) / "results", run_meta=run_meta, repo_id=repo, validity=validity
         )
         result = push_results(folder, repo, token=token, private=private)
     click.echo(

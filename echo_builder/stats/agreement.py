@@ -22,6 +22,7 @@ __all__ = [
     "PairAgreement",
     "RankAgreement",
     "TauResult",
+    "bootstrap_pair_agreement",
     "kendall_tau_b",
     "kendalls_w",
     "model_rank_agreement",
@@ -153,6 +154,56 @@ def pair_agreement(judge_outcomes, human_outcomes, *, with_ties: bool = True) ->
     if len(jv) == 0:
         return PairAgreement(np.nan, 0, "no comparisons in common" + ("" if with_ties else " without ties"))
     return PairAgreement(float(np.mean(jv == hv)), len(jv), None)
+
+
+def bootstrap_pair_agreement(
+    judge_outcomes: pd.DataFrame,
+    human_outcomes: pd.DataFrame,
+    *,
+    with_ties: bool = True,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of :func:`pair_agreement`, resampling prompts (``sample_id``).
+
+    Comparisons on one prompt share it, so whole prompts are drawn with replacement (as
+    :func:`echo_builder.stats.bootstrap_win_rates` does) and the agreement recomputed over the comparisons both
+    sides rated on the drawn prompts.
+
+    Args:
+        judge_outcomes, human_outcomes: Comparisons tables as for :func:`pair_agreement` (one row per comparison).
+        with_ties: as :func:`pair_agreement` (False: comparisons where either side called a tie are left out).
+        n_boot: replicates (>= 1); seed: ``numpy.random.default_rng`` seed; ci: central coverage in (0, 1).
+
+    Returns:
+        ``(low, high)`` in [0, 1]; ``(nan, nan)`` when no comparison is shared (a replicate that draws none of the
+        shared prompts' comparisons is left out).
+
+    Raises:
+        RecordError: as :func:`pair_agreement`. ConfigError: ``n_boot`` < 1 or ``ci`` outside (0, 1).
+    """
+    from echo_builder.stats.bootstrap import bootstrap_counts, check_bootstrap_args
+
+    check_bootstrap_args(n_boot, ci)
+    j = _outcomes_by_key(judge_outcomes, "judge_outcomes")
+    h = _outcomes_by_key(human_outcomes, "human_outcomes")
+    joined = pd.concat([j.rename("j"), h.rename("h")], axis=1, join="inner").reset_index()
+    if not with_ties:
+        joined = joined[(joined["j"] != 0.5) & (joined["h"] != 0.5)]
+    if joined.empty:
+        return (np.nan, np.nan)
+    per_prompt = (
+        joined.assign(agree=(joined["j"] == joined["h"]).astype(float))
+        .groupby("sample_id", sort=True)["agree"]
+        .agg(["sum", "size"])
+    )
+    counts = bootstrap_counts(np.random.default_rng(seed), len(per_prompt), n_boot).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = (counts @ per_prompt["sum"].to_numpy()) / (counts @ per_prompt["size"].to_numpy(dtype=float))
+    alpha = (1.0 - float(ci)) / 2.0
+    low, high = np.nanquantile(boot, [alpha, 1.0 - alpha])
+    return (float(low), float(high))
 
 
 def kendalls_w(rank_matrix) -> KendallW:
