@@ -22,7 +22,7 @@ from echo_builder.commands.options import (
     run_config_record,
 )
 
-__all__ = ["agreement", "judge", "leaderboard", "metrics", "publish_metrics"]
+__all__ = ["agreement", "export_pairs", "judge", "leaderboard", "metrics", "publish_metrics"]
 
 
 @click.command()
@@ -765,6 +765,63 @@ def agreement(run: str, human: str, fmt: str) -> None:
         if w["reason"] is None
         else f"\nKendall's W among judges: n/a ({w['reason']})"
     )
+
+
+@click.command("export-pairs")
+@click.argument("run", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Export folder to write."
+)
+@click.option("--benchmark", help="Benchmark folder or Hub id (default: the one RUN/run.json records).")
+@click.option("--config", "config_name", help="Config (default: the one RUN/run.json records).")
+@click.option(
+    "--outputs",
+    type=click.Path(file_okay=False),
+    help="Model outputs folder <model>/<sample_id>.png (default: the one RUN/run.json records).",
+)
+@click.option(
+    "--human",
+    "human_votes",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Human pairwise votes with sample_id, model_a, model_b, winner: exported as source 'human'.",
+)
+@click.option("--link", is_flag=True, help="Hard-link output images instead of copying them.")
+def export_pairs(
+    run: str,
+    out_dir: str,
+    benchmark: str | None,
+    config_name: str | None,
+    outputs: str | None,
+    human_votes: str | None,
+    link: bool,
+) -> None:
+    """Export preference pairs for training a judge: OUT/pairs.jsonl (prompt, input images, image A, image B,
+    preferred a/b/tie, chosen/rejected, source judge_majority or human, vote counts) plus OUT/images/ and
+    OUT/README.md (the layout; loads with datasets.load_dataset("json", ...)). A pair whose image is missing is
+    listed in OUT/skipped.jsonl and left out. Community votes are not a source yet."""
+    from echo_builder.judge.pairs import PAIRS_FILE, SKIPPED_FILE
+    from echo_builder.judge.pairs import export_pairs as run_export
+
+    result = run_export(
+        run,
+        out_dir,
+        benchmark=benchmark,
+        outputs=outputs,
+        config=config_name,
+        human_votes=human_votes,
+        link=link,
+    )
+    counts = ", ".join(f"{source} {n}" for source, n in result.n_pairs.items())
+    click.echo(f"wrote {result.out_dir / PAIRS_FILE}: pairs per source: {counts}; {result.n_images} images")
+    click.echo("community votes: not a source yet (no community vote data is collected)")
+    if result.skipped:
+        click.echo(
+            f"skipped {len(result.skipped)} pair(s), listed in {result.out_dir / SKIPPED_FILE}:", err=True
+        )
+        for item in result.skipped[:10]:
+            click.echo(f"  {item['id']}: {item['reason']}", err=True)
+        if len(result.skipped) > 10:
+            click.echo(f"  ... and {len(result.skipped) - 10} more", err=True)
 
 
 @click.command("publish-metrics")
