@@ -741,8 +741,8 @@ def _push_results(
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def agreement(run: str, human: str, fmt: str) -> None:
-    """Agreement of a judge RUN with human votes: pair agreement (with and without ties), Kendall tau-b of the
-    model rankings, and Kendall's W among the judges."""
+    """Agreement of a judge RUN with human votes: pair agreement (with and without ties, with 95% bootstrap
+    intervals over prompts), Kendall tau-b of the model rankings, and Kendall's W among the judges."""
     from echo_builder.judge.agreement import judge_human_agreement
 
     report = judge_human_agreement(run, human)
@@ -750,11 +750,14 @@ def agreement(run: str, human: str, fmt: str) -> None:
         click.echo(_strict_json(report))
         return
     click.echo(
-        f"{'judge':<40} {'pairs':>6} {'agree (ties)':>12} {'agree (no ties)':>15} {'tau-b':>7} {'p':>7}"
+        f"{'judge':<40} {'pairs':>6} {'agree (ties)':>12} {'95% CI':<16} {'agree (no ties)':>15} {'tau-b':>7} "
+        f"{'p':>7}"
     )
     for row in report["judges"]:
+        low, high = row["pair_agreement_ci_low"], row["pair_agreement_ci_high"]
+        interval = f"[{low:.3f}, {high:.3f}]" if low == low and high == high else "n/a"  # NaN: nothing shared
         click.echo(
-            f"{row['judge']:<40} {row['n_pairs']:>6} {row['pair_agreement']:>12.3f} "
+            f"{row['judge']:<40} {row['n_pairs']:>6} {row['pair_agreement']:>12.3f} {interval:<16} "
             f"{row['pair_agreement_no_ties']:>15.3f} {row['tau_b']:>7.3f} {row['tau_p']:>7.3f}"
         )
         if row["tau_reason"]:
