@@ -170,13 +170,22 @@ def test_unsafe_names_become_hashed_components():
 
 
 def test_missing_image_pair_is_reported_and_skipped(judged, tmp_path):
-    run, _, outputs = judged
+    run, bench, outputs = judged
     (outputs / "red" / "s2.png").unlink()  # an output deleted after judging
     (outputs / "late" / "s0.png").write_bytes(b"not an image")  # and one damaged
+    # and the benchmark rewritten since: s1's input image is no longer an image
+    make_benchmark(
+        bench,
+        "image_to_image",
+        [
+            {"id": s, "prompt": f"make {s} green", "inputs": [b"junk" if s == "s1" else BLUE_INPUT]}
+            for s in SAMPLES
+        ],
+    )
     out = tmp_path / "pairs"
     result = CliRunner().invoke(cli, ["export-pairs", str(run), "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "skipped 3 pair(s)" in result.stderr
+    assert "skipped 4 pair(s)" in result.stderr
     skipped = {
         s["id"]: s["reason"] for s in map(json.loads, (out / "skipped.jsonl").read_text().splitlines())
     }
@@ -184,11 +193,17 @@ def test_missing_image_pair_is_reported_and_skipped(judged, tmp_path):
         "judge_majority/s2/green/red",
         "judge_majority/s0/green/late",
         "judge_majority/s0/late/red",
+        "judge_majority/s1/green/red",
     }
     assert "has no output file for sample 's2'" in skipped["judge_majority/s2/green/red"]
     assert "is not a readable image" in skipped["judge_majority/s0/late/red"]
-    assert [p["id"] for p in _read(out)] == ["judge_majority/s0/green/red", "judge_majority/s1/green/red"]
-    assert not (out / "images/outputs/late").exists()
+    assert (
+        skipped["judge_majority/s1/green/red"]
+        == "input image 0 of sample 's1' is missing or not a readable image"
+    )
+    # the one pair with every image intact is written
+    assert [p["id"] for p in _read(out)] == ["judge_majority/s0/green/red"]
+    assert not (out / "images/outputs/late").exists() and not (out / "images/inputs/s1").exists()
 
 
 def test_hostile_names_stay_inside_and_bad_arguments_fail_clearly(judged, tmp_path):

@@ -350,7 +350,12 @@ def _yaml_str(text: str) -> str:
 
 
 def _card(
-    board: Leaderboard, verdicts: Sequence[Verdict], run_meta: Mapping[str, Any] | None, repo_id: str | None
+    board: Leaderboard,
+    verdicts: Sequence[Verdict],
+    run_meta: Mapping[str, Any] | None,
+    repo_id: str | None,
+    *,
+    validity: bool = False,
 ) -> str:
     from echo_builder import __version__
 
@@ -378,6 +383,13 @@ def _card(
         "[arXiv 2510.15021](https://arxiv.org/abs/2510.15021)): the `results` config has one row per model, the "
         "`details` config one row per judge verdict (failures and missing outputs included), `run.json` the run's "
         "metadata."
+        + (
+            " `validity.md` (and `validity.json`) is the validity card: judge snapshots, prompt versions, temperature, "
+            "failure, refusal and position-bias rates, agreement with humans when measured, Bradley-Terry "
+            "regularisation, comparison groups, and what was not measured."
+            if validity
+            else ""
+        )
     )
     lines += ["", "| | |", "|:---|:---|"]
     for label, value in (
@@ -474,7 +486,9 @@ def write_results_folder(
         from echo_builder.judge.validity import write_validity
 
         write_validity(root, _public(dict(validity)))
-    write_text(root, root / "README.md", _card(board, verdicts, run_meta, repo_id))
+    write_text(
+        root, root / "README.md", _card(board, verdicts, run_meta, repo_id, validity=validity is not None)
+    )
     return root
 
 
