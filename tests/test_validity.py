@@ -116,7 +116,8 @@ def test_single_run_card_counts_failures_refusals_and_says_what_is_not_measured(
     assert report["bradley_terry"]["virtual_ties_per_model"] == board.meta["bt_prior"] > 0
     text = validity_markdown(report)
     assert "## Agreement with the community" in text and "## Anchor drift" in text
-    assert text.count("Not measured:") == 4  # position bias, humans, community, anchor drift
+    assert text.count("Not measured:") == 3  # humans, community, anchor drift
+    assert "Not applicable: single-answer ratings" in text and "Not measured: not measured" not in text
     assert "| red | openai:shy | 6 | 6 | 0 | 0 | 0 | 6 | 0.000 | 1.000 |" in text
 
 

@@ -188,7 +188,7 @@ def _position_bias(verdicts: Sequence[Verdict]) -> dict[str, Any]:
     if not pairwise:
         return {
             "available": False,
-            "reason": "not applicable: single-answer ratings show one output at a time (run --mode pairwise)",
+            "reason": "not applicable: single-answer ratings show one output at a time (judge with --mode pairwise)",
             "judges": [],
         }
     from echo_builder.judge.leaderboard import pairwise_comparisons
@@ -221,9 +221,17 @@ def _human_agreement(
     run_dir: str | Path | None, human_votes: str | Path | None, n_boot: int, seed: int
 ) -> dict[str, Any]:
     if human_votes is None:
-        return {"available": False, "reason": "no human votes given (--human VOTES)", "votes": None}
+        return {
+            "available": False,
+            "reason": "not measured: no human votes given (--human VOTES)",
+            "votes": None,
+        }
     if run_dir is None:
-        return {"available": False, "reason": "agreement needs a judge run folder", "votes": str(human_votes)}
+        return {
+            "available": False,
+            "reason": "not measured: agreement needs a judge run folder",
+            "votes": Path(human_votes).name,
+        }
     from echo_builder.judge.agreement import judge_human_agreement
 
     report = judge_human_agreement(run_dir, human_votes, n_boot=n_boot, seed=seed)
@@ -347,6 +355,11 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
     )
 
 
+def _sentence(reason: str) -> str:
+    """A section's reason as a sentence: ``not measured: ...`` becomes ``Not measured: ....``."""
+    return reason[:1].upper() + reason[1:] + ("" if reason.endswith(".") else ".")
+
+
 def _interval(low: Any, high: Any) -> str:
     return "n/a" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
 
@@ -446,7 +459,7 @@ def validity_markdown(report: Mapping[str, Any]) -> str:
     bias = report["position_bias"]
     lines += ["", "## Position bias", ""]
     if not bias["available"]:
-        lines.append(f"Not measured: {bias['reason']}.")
+        lines.append(_sentence(bias["reason"]))
     else:
         lines.append(
             "Order flip rate: share of pairs judged in both orders whose verdict changed when A and B were swapped; "
@@ -480,7 +493,7 @@ def validity_markdown(report: Mapping[str, Any]) -> str:
     human = report["human_agreement"]
     lines += ["", "## Agreement with humans", ""]
     if not human["available"]:
-        lines.append(f"Not measured: {human['reason']}.")
+        lines.append(_sentence(human["reason"]))
     else:
         lines.append(
             f"Votes: `{markdown_cell(human['votes'])}`; pair agreement with a {human['interval']} "
@@ -514,9 +527,9 @@ def validity_markdown(report: Mapping[str, Any]) -> str:
         "",
         "## Agreement with the community",
         "",
-        f"Not measured: {report['community_agreement']['reason']}.",
+        _sentence(report["community_agreement"]["reason"]),
     ]
-    lines += ["", "## Anchor drift", "", f"Not measured: {report['anchor_drift']['reason']}."]
+    lines += ["", "## Anchor drift", "", _sentence(report["anchor_drift"]["reason"])]
 
     bt = report["bradley_terry"]
     lines += ["", "## Bradley-Terry and comparison groups", ""]
