@@ -162,3 +162,31 @@ def test_bootstrap_pair_agreement_resamples_prompts():
     assert bootstrap_pair_agreement(judge, human, with_ties=False, n_boot=200)[1] == 1.0
     other = table([1.0, 1.0], "h").assign(sample_id="elsewhere")
     assert all(math.isnan(v) for v in bootstrap_pair_agreement(judge, other, n_boot=20))
+
+
+def test_bootstrap_rank_agreement_resamples_prompts():
+    from echo_builder.stats import bootstrap_rank_agreement
+
+    def ranked(order, judge, prompts=6):
+        """Every prompt compares each pair of models; the earlier model in ``order`` wins."""
+        rows = [
+            {"sample_id": f"p{i}", "judge": judge, "model_a": x, "model_b": y, "outcome": 1.0}
+            for i in range(prompts)
+            for k, x in enumerate(order)
+            for y in order[k + 1 :]
+        ]
+        return pd.DataFrame(rows)
+
+    human = ranked(["a", "b", "c"], "human")
+    same = bootstrap_rank_agreement(ranked(["a", "b", "c"], "j"), human, n_boot=100)
+    assert same == pytest.approx((1.0, 1.0))
+    assert bootstrap_rank_agreement(ranked(["c", "b", "a"], "j"), human, n_boot=100) == pytest.approx(
+        (-1.0, -1.0)
+    )
+    # a judge that agrees on half the prompts and reverses the rest: replicates spread over both signs
+    mixed = pd.concat([ranked(["a", "b", "c"], "j", 3), ranked(["c", "b", "a"], "j", 6).iloc[9:]])
+    low, high = bootstrap_rank_agreement(mixed, human, n_boot=400, seed=3)
+    assert -1.0 <= low < 0.0 < high <= 1.0
+    # one model in common: tau-b is undefined in every replicate
+    other = ranked(["a", "x"], "j")
+    assert all(math.isnan(v) for v in bootstrap_rank_agreement(other, human, n_boot=20))

@@ -176,6 +176,10 @@ def test_agreement_with_human_votes_has_bootstrap_intervals(bench, openai_server
     # resampling 6 prompts: the interval spans the plausible shares, here from at most 1/3 to 1
     assert row["pair_agreement_ci_low"] <= 1 / 3 and row["pair_agreement_ci_high"] == 1.0
     assert row["pair_agreement_ci_low"] <= row["pair_agreement"] <= row["pair_agreement_ci_high"]
+    # tau-b over green and red: 1 on all the votes; resampled prompts sometimes let red lead the humans (-1)
+    assert row["tau_b"] == pytest.approx(1.0) and (row["tau_ci_low"], row["tau_ci_high"]) == pytest.approx(
+        (-1, 1)
+    )
     text = validity_markdown(report)
     assert "| openai:fair | 6 | 0.667 | [" in text
 

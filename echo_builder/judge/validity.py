@@ -497,11 +497,22 @@ def validity_markdown(report: Mapping[str, Any]) -> str:
     else:
         lines.append(
             f"Votes: `{markdown_cell(human['votes'])}`; pair agreement with a {human['interval']} "
-            f"({human['n_boot']} replicates); Kendall tau-b between the judge's and the humans' model win rates."
+            f"({human['n_boot']} replicates); Kendall tau-b between the judge's and the humans' model win rates, with "
+            "its interval from the same resampling."
         )
         lines.append("")
         lines += _markdown_table(
-            ["judge", "pairs", "agreement (ties)", "95% CI", "agreement (no ties)", "95% CI", "tau-b", "p"],
+            [
+                "judge",
+                "pairs",
+                "agreement (ties)",
+                "95% CI",
+                "agreement (no ties)",
+                "95% CI",
+                "tau-b",
+                "95% CI",
+                "p",
+            ],
             [
                 [
                     markdown_cell(r["judge"]),
@@ -511,11 +522,12 @@ def validity_markdown(report: Mapping[str, Any]) -> str:
                     _fmt(r["pair_agreement_no_ties"]),
                     _interval(r["pair_agreement_no_ties_ci_low"], r["pair_agreement_no_ties_ci_high"]),
                     _fmt(r["tau_b"]),
+                    _interval(r.get("tau_ci_low"), r.get("tau_ci_high")),
                     _fmt(r["tau_p"]),
                 ]
                 for r in human["judges"]
             ],
-            [False, True, True, False, True, False, True, True],
+            [False, True, True, False, True, False, True, False, True],
         )
         w = human.get("kendalls_w") or {}
         lines += [
