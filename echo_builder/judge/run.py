@@ -6,8 +6,9 @@ sample in one model folder are an error. Layout written under ``--out RUN``:
 
 - ``verdicts.parquet``: one :class:`~echo_builder.records.Verdict` row per judgment (single: sample x model x
   judge; pairwise: sample x model pair x order x judge), including failures and missing outputs;
-- ``run.json``: what was judged and how (package version, benchmark, config, models, judges with the model
-  snapshots they reported, prompt versions, counts per status, cache hits);
+- ``run.json``: what was judged and how (package version, benchmark, config, the outputs folder, models, judges
+  with the model snapshots they reported and their reply-changing settings, prompt versions and the prompt's
+  temperature, counts per status, cache hits);
 - ``cache/``: the call cache (unless another is given), so a rerun or a resumed run repeats no call.
 """
 
@@ -302,6 +303,9 @@ def run_judging(
         "mode": mode,
         "prompt_version": prompt.version,
         "judge_prompt": prompt.identity(),
+        # the prompt file's sampling temperature; a judge's `-o temperature=` (judges[].settings) wins over it
+        "prompt_temperature": prompt.temperature,
+        "outputs": str(outputs_dir),
         "n_samples": len(samples),
         "models": sorted(outputs),
         # no file, or a file that cannot be decoded: both are missing outputs, counted once per sample
