@@ -1,0 +1,290 @@
+"""Streaming sources (issue 17, deliverable 3): compressed dumps decompressed on the fly, JSON Lines and large
+top-level lists read record by record, and every unreadable or unsupported file a counted, named problem.
+
+Large-file paths are exercised on small files by lowering ``reader.WHOLE_BYTES`` (the size read as one buffer) and
+``reader._CHUNK`` (the read size while walking a list), so that records straddle chunk boundaries.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import json
+import lzma
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zstandard
+
+from echo_builder.sources import read_posts, streams
+from echo_builder.sources import reader as reader_module
+
+
+def _comment(n: int, **over: Any) -> dict[str, Any]:
+    return {
+        "id": f"c{n}",
+        "link_id": "t3_p1",
+        "parent_id": "t3_p1",
+        "subreddit": "aiArt",
+        "body": f"comment {n} ünïcode 🎨",
+        "author": "someone",
+        "created_utc": 1743000000 + n,
+        **over,
+    }
+
+
+def _ndjson(count: int, **over: Any) -> bytes:
+    return "".join(json.dumps(_comment(n, **over), ensure_ascii=False) + "\n" for n in range(count)).encode()
+
+
+def _texts(report: Any) -> list[str]:
+    return [p.text for p in report.posts]
+
+
+def _zstd(data: bytes, **params: Any) -> bytes:
+    return zstandard.ZstdCompressor(**params).compress(data)
+
+
+COMPRESS = {
+    ".zst": _zstd,
+    ".gz": gzip.compress,
+    ".bz2": lambda data: bz2.compress(data, 1),  # 100 kB blocks: a cut file still holds whole blocks
+    ".xz": lzma.compress,
+}
+
+
+@pytest.fixture
+def streamed(monkeypatch):
+    """Every file takes the streaming path, with 7-byte reads while walking a top-level list."""
+    monkeypatch.setattr(reader_module, "WHOLE_BYTES", 16)
+    monkeypatch.setattr(reader_module, "_CHUNK", 7)
+
+
+# ------------------------------------------------------------------------------------------------ compression
+@pytest.mark.parametrize("suffix", sorted(COMPRESS))
+@pytest.mark.parametrize("size", ["whole", "streamed"])
+def test_each_compression_is_read_on_the_fly(tmp_path, monkeypatch, suffix, size):
+    if size == "streamed":
+        monkeypatch.setattr(reader_module, "WHOLE_BYTES", 16)
+    path = tmp_path / f"RC_2025-03.ndjson{suffix}"
+    path.write_bytes(COMPRESS[suffix](_ndjson(6)))
+    report = read_posts(path)
+    assert report.problems == []
+    assert _texts(report) == [f"comment {n} ünïcode 🎨" for n in range(6)]
+    assert [p.id for p in report.posts] == [f"reddit:t1_c{n}" for n in range(6)]
+    assert (report.files[0].format, report.files[0].posts) == ("reddit", 6)
+
+
+def test_multi_member_gzip_and_multi_frame_zstd_are_read_to_the_end(tmp_path):
+    data = _ndjson(4)
+    half = data.index(b"\n", len(data) // 2) + 1
+    gz = tmp_path / "dump.ndjson.gz"
+    gz.write_bytes(gzip.compress(data[:half]) + gzip.compress(data[half:]))
+    zst = tmp_path / "dump.ndjson.zst"
+    zst.write_bytes(_zstd(data[:half]) + _zstd(data[half:]))
+    for path in (gz, zst):
+        assert len(read_posts(path).posts) == 4, path.name
+
+
+def test_zstd_with_a_long_window_as_reddit_dumps_use(tmp_path):
+    """A frame declaring a 512 MiB window (zstd --long=29): refused by zstandard's default limit (128 MiB),
+    read here. Written without a content size, so the header keeps the large window."""
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=29, enable_ldm=True)
+    out = io.BytesIO()
+    with zstandard.ZstdCompressor(compression_params=params).stream_writer(out, closefd=False) as writer:
+        writer.write(_ndjson(3))
+    frame = out.getvalue()
+    assert zstandard.get_frame_parameters(frame).window_size == 2**29
+    with pytest.raises(zstandard.ZstdError):
+        zstandard.ZstdDecompressor().decompressobj().decompress(frame)
+    path = tmp_path / "RS_2025-03.zst"
+    path.write_bytes(frame)
+    report = read_posts(path)
+    assert report.problems == [] and len(report.posts) == 3
+
+
+@pytest.mark.parametrize("suffix", [".zst", ".gz", ".bz2", ".xz"])
+def test_a_truncated_dump_keeps_the_posts_before_the_cut_and_says_truncated(tmp_path, monkeypatch, suffix):
+    monkeypatch.setattr(reader_module, "WHOLE_BYTES", 16)  # streamed: posts come before the end is reached
+    lines = _ndjson(2000)
+    data = COMPRESS[suffix](lines)
+    path = tmp_path / f"dump.ndjson{suffix}"
+    path.write_bytes(data[: len(data) * 3 // 4])
+    report = read_posts(path)
+    assert 0 < len(report.posts) < 2000
+    (error,) = report.errors
+    assert error.file == str(path)
+    assert "truncated or corrupt" in error.reason and "decompressed bytes" in error.reason
+    assert error.location == f"line {len(report.posts) + 1}"
+
+
+def test_a_truncated_small_dump_is_one_problem_of_its_file(tmp_path):
+    data = gzip.compress(_ndjson(3))
+    path = tmp_path / "small.ndjson.gz"
+    path.write_bytes(data[:-6])
+    report = read_posts(path)
+    assert report.posts == []
+    (error,) = report.errors
+    assert error.location is None and error.reason.startswith("gzip data is truncated or corrupt")
+
+
+def test_a_decompression_bomb_stops_with_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(reader_module, "WHOLE_BYTES", 16)
+    monkeypatch.setattr(streams, "RATIO_FLOOR_BYTES", 10_000)
+    payload = _ndjson(3) + b" " * 5_000_000 + b"\n" + _ndjson(1)
+    path = tmp_path / "bomb.ndjson.zst"
+    path.write_bytes(_zstd(payload, level=19))
+    assert len(payload) / path.stat().st_size > streams.MAX_RATIO
+    report = read_posts(path)
+    assert len(report.posts) == 3  # the posts before the guard tripped are kept
+    (error,) = report.errors
+    assert error.reason.startswith("decompression stopped:") and "decompression bomb" in error.reason
+    assert f"over {streams.MAX_RATIO}x" in error.reason
+
+
+def test_the_absolute_decompressed_cap(tmp_path, monkeypatch):
+    monkeypatch.setattr(streams, "MAX_DECOMPRESSED_BYTES", 2_000)
+    path = tmp_path / "big.ndjson.xz"
+    path.write_bytes(lzma.compress(_ndjson(50)))
+    report = read_posts(path)
+    (error,) = report.errors
+    assert error.reason.startswith("decompression stopped: over 2,000 decompressed bytes")
+
+
+def test_a_name_that_lies_about_its_compression_is_refused_by_name(tmp_path):
+    plain = tmp_path / "dump.ndjson.zst"
+    plain.write_bytes(_ndjson(2))
+    gz_named_zst = tmp_path / "other.zst"
+    gz_named_zst.write_bytes(gzip.compress(_ndjson(2)))
+    report = read_posts([plain, gz_named_zst])
+    assert report.posts == []
+    first, second = (e.reason for e in report.errors)
+    assert first.startswith("the name says zstd-compressed (.zst) but the file is not compressed")
+    assert second.startswith("the name says zstd-compressed (.zst) but the file is gzip-compressed")
+
+
+def test_compressed_content_that_is_not_text_never_asks_to_re_encode(tmp_path):
+    path = tmp_path / "image.json.gz"
+    path.write_bytes(gzip.compress(bytes(range(256)) * 4))
+    (error,) = read_posts(path).errors
+    assert "re-encode" not in error.reason
+    assert error.reason.startswith("the gzip-decompressed content is not UTF-8 text (byte 0x80 at offset 128")
+
+
+def test_a_zip_archive_is_unsupported_and_says_what_to_do(tmp_path):
+    import zipfile
+
+    path = tmp_path / "export.json"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("a.ndjson", _ndjson(1))
+    (error,) = read_posts(path).errors
+    assert error.reason.startswith("a ZIP archive, which is not read as a source; unpack it")
+
+
+# --------------------------------------------------------------------------------------------- streamed JSON
+def test_a_json_list_split_across_chunk_boundaries_reads_like_the_whole_file(tmp_path, monkeypatch):
+    items = [_comment(n) for n in range(12)]
+    items[4]["body"] = 'quote " and backslash \\ and \\ud83d lone'  # escapes cut by 7-byte chunks
+    items[7]["created_utc"] = 1743000000.5
+    path = tmp_path / "comments.json"
+    path.write_text(" \n[\n" + ",\n  ".join(json.dumps(i, ensure_ascii=False) for i in items) + "\n]\n")
+    whole = read_posts(path)
+    monkeypatch.setattr(reader_module, "WHOLE_BYTES", 16)
+    monkeypatch.setattr(reader_module, "_CHUNK", 7)
+    streamed = read_posts(path)
+    assert len(streamed.posts) == 12
+    assert [p.model_dump() for p in streamed.posts] == [p.model_dump() for p in whole.posts]
+    assert streamed.posts[4].text == 'quote " and backslash \\ and \\ud83d lone'
+
+
+def test_a_streamed_list_with_a_bad_item_keeps_the_items_before_it(tmp_path, streamed):
+    good = [json.dumps(_comment(n)) for n in range(3)]
+    path = tmp_path / "list.json"
+    path.write_text("[" + ",".join(good) + ', {"id": "c9", "body": tru}, ' + good[0] + "]")
+    report = read_posts(path)
+    assert len(report.posts) == 3
+    (error,) = report.errors
+    assert error.location == "[3]"
+    assert error.reason.startswith("not valid JSON in item 3 of the top-level list: Expecting value")
+
+
+def test_a_streamed_list_cut_short_is_truncated_at_its_item(tmp_path, streamed):
+    text = "[" + ",".join(json.dumps(_comment(n)) for n in range(4)) + "]"
+    path = tmp_path / "cut.json"
+    path.write_text(text[:-30])
+    report = read_posts(path)
+    assert len(report.posts) == 3
+    (error,) = report.errors
+    assert (error.location, error.reason) == (
+        "[3]",
+        "file ends inside item 3 of the top-level list (truncated?)",
+    )
+
+
+def test_a_bad_line_in_the_middle_is_reported_with_its_number_and_the_rest_kept(tmp_path, streamed):
+    lines = _ndjson(6).split(b"\n")
+    lines[3] = b'{"id": "c3", "body": '
+    lines[4] = b"\xff\xfe not utf-8"
+    path = tmp_path / "dump.ndjson.zst"
+    path.write_bytes(_zstd(b"\n".join(lines)))
+    report = read_posts(path)
+    assert _texts(report) == [f"comment {n} ünïcode 🎨" for n in (0, 1, 2, 5)]
+    assert [(e.location, e.reason.split(" (")[0]) for e in report.errors] == [
+        ("line 4", "not valid JSON: Expecting value at column 21"),
+        ("line 5", "line is not valid UTF-8"),
+    ]
+
+
+def test_a_json_file_of_lines_is_streamed_as_json_lines(tmp_path, streamed):
+    path = tmp_path / "RC_2025-03.zst"  # no inner extension: the content decides
+    path.write_bytes(_zstd(_ndjson(5)))
+    report = read_posts(path)
+    assert report.problems == [] and len(report.posts) == 5
+
+
+def test_streaming_memory_does_not_grow_with_the_file(tmp_path):
+    """Read a 60 MB dump (over WHOLE_BYTES at 8 MB) with keep_raw off: tracemalloc's peak stays a few MB plus
+    the posts, far below the file."""
+    import tracemalloc
+
+    line = json.dumps(_comment(0, body="x" * 6000)).encode() + b"\n"
+    path = tmp_path / "big.ndjson.gz"
+    with gzip.open(path, "wb", compresslevel=1) as out:
+        for n in range(10_000):
+            out.write(line.replace(b'"c0"', f'"c{n}"'.encode()))
+    original = reader_module.WHOLE_BYTES
+    reader_module.WHOLE_BYTES = 8 * 1024**2
+    tracemalloc.start()
+    try:
+        report = read_posts(path, keep_raw=False, post_filter=lambda post: post.id.endswith("7"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        reader_module.WHOLE_BYTES = original
+    assert len(report.posts) == 1000 and report.problems == []
+    assert peak < 30 * 1024**2, peak
+
+
+# ---------------------------------------------------------------------------------------------- folders
+def test_a_folder_reads_compressed_dumps_and_names_every_bad_file(tmp_path):
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    (folder / "RC_2025-03.zst").write_bytes(_zstd(_ndjson(3)))
+    (folder / "good.ndjson.gz").write_bytes(gzip.compress(_ndjson(2, link_id="t3_p2", parent_id="t3_p2")))
+    (folder / "broken.ndjson.bz2").write_bytes(bz2.compress(_ndjson(2))[:-10])
+    (folder / "renamed.json.xz").write_bytes(b"not xz at all")
+    (folder / "notes.txt.gz").write_bytes(gzip.compress(b"hello"))
+    report = read_posts(folder)
+    ids = sorted(p.id for p in report.posts)
+    assert ids == ["reddit:t1_c0", "reddit:t1_c1", "reddit:t1_c2"]  # good.ndjson.gz repeats c0, c1
+    assert report.duplicates == 2
+    assert {Path(e.file).name for e in report.errors} == {"broken.ndjson.bz2", "renamed.json.xz"}
+    assert [Path(f).name for f in report.skipped_files] == ["notes.txt.gz"]
+    assert {Path(f.path).name: f.errors for f in report.files} == {
+        "RC_2025-03.zst": 0,
+        "broken.ndjson.bz2": 1,
+        "good.ndjson.gz": 0,
+        "renamed.json.xz": 1,
+    }
