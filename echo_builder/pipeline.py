@@ -68,6 +68,9 @@ class BuildConfig:
         launch_date: its launch date, for time-windowed keywords.
         keywords_file: keyword list; default: the target model's name.
         source_format: force one source format instead of auto-detection.
+        prefilter: read only the posts matching the keywords (and time windows) and the threads around them, in
+            two streaming passes over the sources (:mod:`echo_builder.sources.prefilter`): memory bounded by the
+            kept posts instead of the sources' size. Needs keywords (``keywords_file`` or ``target_model``).
         relevance_threshold: minimum relevance kept (1-5, ECHO: 4).
         max_depth, max_tree_size: bounds of reply-tree expansion.
         concurrency, timeout_s, max_attempts: model-call limits.
@@ -99,6 +102,7 @@ class BuildConfig:
     launch_date: date | str | None = None
     keywords_file: str | Path | None = None
     source_format: str | None = None
+    prefilter: bool = False
     relevance_threshold: int = 4
     max_depth: int = 8
     max_tree_size: int = 500
@@ -264,6 +268,8 @@ def _settings(config: BuildConfig, stages: Sequence[str]) -> dict[str, Any]:
         "pseudonymize": config.pseudonymize,
         "license": config.license,
     }
+    if config.prefilter:  # recorded only when on: builds made before the option resume as before
+        settings["prefilter"] = True
     if list(stages) != [d.name for d in builtin_order()]:
         settings["stages"] = list(stages)
     return settings

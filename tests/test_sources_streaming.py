@@ -288,3 +288,140 @@ def test_a_folder_reads_compressed_dumps_and_names_every_bad_file(tmp_path):
         "good.ndjson.gz": 0,
         "renamed.json.xz": 1,
     }
+
+
+# ---------------------------------------------------------------------------------------------- prefilter
+def _thread(sub: str, title: str, comments: list[str], t0: int = 1743000000) -> list[dict[str, Any]]:
+    """A Reddit submission and a chain of comments, each replying to the one before."""
+    rows: list[dict[str, Any]] = [
+        {
+            "id": sub,
+            "name": f"t3_{sub}",
+            "subreddit": "aiArt",
+            "title": title,
+            "author": "op",
+            "created_utc": t0,
+        }
+    ]
+    parent = f"t3_{sub}"
+    for k, body in enumerate(comments):
+        cid = f"{sub}c{k}"
+        rows.append(
+            {
+                "id": cid,
+                "link_id": f"t3_{sub}",
+                "parent_id": parent,
+                "subreddit": "aiArt",
+                "body": body,
+                "author": f"u{k}",
+                "created_utc": t0 + k + 1,
+            }
+        )
+        parent = f"t1_{cid}"
+    return rows
+
+
+def _dump(tmp_path: Path) -> Path:
+    rows = (
+        _thread("s1", "a cat in watercolor", ["nice", 'made with GPT-Image-1 (the "new" one)', "wow"])
+        + _thread("s2", "GPT-Image-1: a poster with text", ["it spells well", "agreed"])
+        + _thread("s3", "an unrelated landscape", ["gpt-image-10 is not a match", "ok"])
+        + _thread("s4", "gpt-image-1 teaser", ["old news"], t0=1600000000)
+    )
+    rows.insert(5, rows.pop(2))  # comments out of order, as in real dumps
+    path = tmp_path / "RC_2025-03.zst"
+    path.write_bytes(_zstd(b"".join(json.dumps(r).encode() + b"\n" for r in rows)))
+    return path
+
+
+def test_prefilter_keeps_the_matches_and_their_whole_threads_only(tmp_path, streamed):
+    from echo_builder.sources.prefilter import prefilter_posts
+    from echo_builder.stages.query import Keyword
+
+    path = _dump(tmp_path)
+    keywords = [Keyword("gpt-image-1", window_days=30)]
+    report, stats = prefilter_posts(path, keywords, parse_launch("2025-03-25"))
+    ids = sorted(p.id for p in report.posts)
+    thread_1 = ["reddit:t3_s1", "reddit:t1_s1c0", "reddit:t1_s1c1", "reddit:t1_s1c2"]
+    assert ids == sorted([*thread_1, "reddit:t3_s2", "reddit:t1_s2c0", "reddit:t1_s2c1"])
+    assert (stats.matched, stats.kept) == (2, 7)  # s4 is outside the window; gpt-image-10 is another word
+    plain = read_posts(path)
+    kept = {p.id: p for p in report.posts}
+    assert all(p.model_dump() == kept[p.id].model_dump() for p in plain.posts if p.id in kept)
+
+
+def test_prefilter_line_checks_are_supersets_of_the_query(tmp_path):
+    from echo_builder.sources.prefilter import keyword_line_filter, thread_keys
+
+    check = keyword_line_filter(["GPT Image 1", "nano-banana"])
+    assert check('{"body": "gpt image 1 rocks"}') and check('{"body": "NANO-BANANA"}')
+    assert not check('{"body": "gpt-4o"}')
+    assert keyword_line_filter(["café"])('{"body": "caf\\u00e9"}')  # may be written escaped: parsed
+    assert keyword_line_filter([])("anything")
+    report = read_posts(_dump(tmp_path))
+    assert {"t3_s1", "s1", "t1_s1c1"} <= thread_keys(p for p in report.posts if p.id == "reddit:t1_s1c2")
+
+
+def parse_launch(day: str):
+    from echo_builder.stages.query import parse_launch_date
+
+    return parse_launch_date(day)
+
+
+def _build(tmp_path: Path, *args: str):
+    from click.testing import CliRunner
+
+    from echo_builder.cli import cli
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["build", *args, "--out", str(out), "--offline"])
+    report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else None
+    return result, report
+
+
+def test_build_prefilter_reads_a_compressed_dump(tmp_path):
+    path = _dump(tmp_path)
+    (tmp_path / "kw.txt").write_text("gpt-image-1\n")
+    result, report = _build(tmp_path, str(path), "--keywords", str(tmp_path / "kw.txt"), "--prefilter")
+    assert result.exit_code == 0, result.output
+    collect = report["stages"][0]
+    assert collect["name"] == "collect" and collect["out"] == 9  # s1, s2 and s4 with their comments
+    assert collect["prefilter"] == {
+        "matched": 3,
+        "thread_keys": collect["prefilter"]["thread_keys"],
+        "kept": 9,
+    }
+    assert report["stages"][1]["out"] == 3  # the query keeps the three matches
+
+
+def test_a_folder_of_good_and_bad_dumps_builds_and_names_the_bad_ones(tmp_path):
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    (folder / "RC_2025-03.zst").write_bytes(_zstd(_ndjson(3)))
+    (folder / "cut.ndjson.gz").write_bytes(gzip.compress(_ndjson(3, link_id="t3_p9"))[:-12])
+    (folder / "fake.json.zst").write_bytes(b'{"not": "compressed"}')
+    (folder / "readme.txt").write_text("notes")
+    result, report = _build(tmp_path, str(folder), "--target-model", "comment")
+    assert result.exit_code == 0, result.output
+    collect = report["stages"][0]
+    assert collect["out"] == 3
+    assert [(Path(f["file"]).name, f["errors"]) for f in collect["files_with_errors"]] == [
+        ("cut.ndjson.gz", 1),
+        ("fake.json.zst", 1),
+    ]
+    assert "gzip data is truncated or corrupt" in collect["files_with_errors"][0]["first"]
+    assert [Path(f).name for f in collect["skipped_files"]] == ["readme.txt"]
+    assert "warning: 2 of 3 source files had errors" in result.output
+    assert "fake.json.zst: 1 error(s); first:" in result.output
+    assert "1 file(s) in the given folders are not a source format" in result.output
+
+
+def test_a_plain_build_over_the_post_threshold_points_at_prefilter(tmp_path, monkeypatch):
+    from echo_builder.stages import collect
+
+    monkeypatch.setattr(collect, "LARGE_BUILD_POSTS", 2)
+    path = tmp_path / "dump.ndjson"
+    path.write_bytes(_ndjson(3))
+    result, _ = _build(tmp_path, str(path), "--target-model", "comment")
+    assert result.exit_code == 0, result.output
+    assert "the sources hold 3 posts, all kept in memory; build --prefilter reads" in result.output

@@ -58,6 +58,13 @@ __all__ = ["build", "publish"]
     help="Force a source format instead of auto-detection (plugin formats included; see 'echo-bench plugins').",
 )
 @click.option(
+    "--prefilter",
+    is_flag=True,
+    help="Read only the posts matching the keywords (and their time windows) and the threads around them, in two "
+    "streaming passes: memory bounded by the posts kept, not the size of the sources. For dumps of millions of "
+    "posts (a Reddit .zst archive); needs --keywords or --target-model.",
+)
+@click.option(
     "--threshold",
     default=4,
     show_default=True,
@@ -145,6 +152,7 @@ def build(
     keywords_file: str | None,
     max_shard_size: int,
     source_format: str | None,
+    prefilter: bool,
     threshold: int,
     concurrency: int,
     timeout_s: float,
@@ -190,6 +198,7 @@ def build(
         keywords_file=keywords_file,
         max_shard_bytes=max_shard_size,
         source_format=source_format,
+        prefilter=prefilter,
         relevance_threshold=threshold,
         concurrency=concurrency,
         timeout_s=timeout_s,
@@ -216,6 +225,7 @@ def build(
     result = run_build(config, on_stage=show)
     _record_run_config(result.out_dir)
     stages = {entry["name"]: entry for entry in result.report["stages"]}
+    _show_source_problems(stages["collect"], result.out_dir)
     configs = stages["applicability"]["configs"]
     click.echo(
         f"\nsamples: {stages['extract']['out']} extracted; configs: "
@@ -242,6 +252,33 @@ def build(
             err=True,
         )
         sys.exit(1)
+
+
+def _show_source_problems(collect: dict[str, Any], out: Any) -> None:
+    """After the stage table: every source file with errors (count and first reason) and every file of a given
+    folder that was not read, on stderr; the build goes on with the good files, so this is the place a user sees
+    that part of the input was lost."""
+    bad = collect.get("files_with_errors") or []
+    skipped = collect.get("skipped_files") or []
+    if bad:
+        click.echo(
+            f"\nwarning: {len(bad)} of {collect.get('files', len(bad))} source files had errors (records or the "
+            f"whole file skipped; all in {out}/stages/collect_problems.jsonl):",
+            err=True,
+        )
+        for entry in bad[:20]:
+            click.echo(f"  {entry['file']}: {entry['errors']} error(s); first: {entry['first']}", err=True)
+        if len(bad) > 20:
+            click.echo(f"  ... and {len(bad) - 20} more files", err=True)
+    if skipped:
+        shown = ", ".join(map(str, skipped[:10])) + (
+            f" and {len(skipped) - 10} more" if len(skipped) > 10 else ""
+        )
+        click.echo(
+            f"note: {len(skipped)} file(s) in the given folders are not a source format and were not read "
+            f"(.json, .jsonl, .ndjson, optionally .zst/.gz/.bz2/.xz): {shown}",
+            err=True,
+        )
 
 
 def _record_run_config(out: Any) -> None:

@@ -384,7 +384,7 @@ _SNIFF_LINES = 10_000
 _NOT_SPACE = re.compile(rb"[^ \t\r\n]")
 
 
-def _load(path: Path, line_filter: Callable[[str], bool] | None = None) -> _Loaded:
+def _load(path: Path) -> _Loaded:
     """Open ``path`` (decompressing on the fly) and prepare its records; see :class:`_Loaded`."""
     try:
         stream, compression = open_source(path)
@@ -395,7 +395,7 @@ def _load(path: Path, line_filter: Callable[[str], bool] | None = None) -> _Load
         lines = inner_name(path).suffix.lower() in LINE_EXTENSIONS
         if len(head) <= WHOLE_BYTES or error is not None:
             stream.close()
-            return _load_bytes(head, lines, compression, line_filter, error)
+            return _load_bytes(head, lines, compression, error)
         start = 3 if head.startswith(b"\xef\xbb\xbf") else 0
         first = _NOT_SPACE.search(head, start)
         if not lines and first is not None and head[first.start() : first.start() + 1] == b"[":
@@ -404,7 +404,7 @@ def _load(path: Path, line_filter: Callable[[str], bool] | None = None) -> _Load
             newline = head.find(b"\n", start)
             lines = newline != -1 and _is_json(head[start:newline])
         if lines:
-            return _load_lines(stream, head, line_filter)
+            return _load_lines(stream, head)
         # one large JSON value that is not a list (an API response): read whole, within MAX_FILE_BYTES
         rest, error = _read_all(stream, MAX_FILE_BYTES + 1 - len(head))
         stream.close()
@@ -412,7 +412,7 @@ def _load(path: Path, line_filter: Callable[[str], bool] | None = None) -> _Load
             raise error
         if len(head) + len(rest) > MAX_FILE_BYTES:
             raise _Unreadable(_too_large(os.stat(path).st_size if compression is None else None))
-        return _load_bytes(head + rest, False, compression, line_filter)
+        return _load_bytes(head + rest, False, compression)
     except BaseException:
         stream.close()
         raise
@@ -430,7 +430,6 @@ def _load_bytes(
     data: bytes,
     lines: bool,
     compression: str | None,
-    line_filter: Callable[[str], bool] | None,
     error: _Unreadable | None = None,
 ) -> _Loaded:
     """A file held whole: one JSON value, else JSON Lines (a ``.json`` file of several values, one per line).
@@ -460,20 +459,21 @@ def _load_bytes(
         if (stripped := line.strip()) or n in undecodable
     ]
     del text
-    candidates, first_problem = _first_records(numbered, line_filter)
-    if candidates or (line_filter is not None and first_problem is None):
+    candidates, first_problem = _first_records(numbered)
+    if candidates:
         return _Loaded(None, iter(numbered), candidates, error=error)
     raise error or _Unreadable(_no_line(first_problem))
 
 
 def _first_records(
-    lines: Iterable[tuple[int, str | None, str | None]], line_filter: Callable[[str], bool] | None
+    lines: Iterable[tuple[int, str | None, str | None]],
 ) -> tuple[list[Any], RecordProblem | None]:
-    """The first parsed values (at most :data:`_SNIFF_RECORDS`) of ``lines``, and the first unparseable line."""
+    """The first parsed values (at most :data:`_SNIFF_RECORDS`) of ``lines``, and the first unparseable line.
+    They vote on the format whatever a ``line_filter`` later skips."""
     first_problem: RecordProblem | None = None
     candidates: list[Any] = []
     for number, line, _ in lines:
-        if line is None or (line_filter is not None and not line_filter(line)):
+        if line is None:
             continue
         parsed = _parse_line("", number, line)
         if isinstance(parsed, Document):
@@ -551,7 +551,7 @@ def _stream_lines(stream: BinaryIO, head: bytes) -> Iterator[tuple[int, str | No
         joined.close()
 
 
-def _load_lines(stream: BinaryIO, head: bytes, line_filter: Callable[[str], bool] | None) -> _Loaded:
+def _load_lines(stream: BinaryIO, head: bytes) -> _Loaded:
     """A large JSON Lines file, streamed: the first lines are buffered to vote on the format."""
     lines = _stream_lines(stream, head)
     del head
@@ -561,14 +561,14 @@ def _load_lines(stream: BinaryIO, head: bytes, line_filter: Callable[[str], bool
         parsed = 0
         for entry in lines:
             buffered.append(entry)
-            if entry[1] is not None and (line_filter is None or line_filter(entry[1])):
+            if entry[1] is not None:
                 parsed += _is_json(entry[1].encode())
             if parsed >= _SNIFF_RECORDS or len(buffered) >= _SNIFF_LINES:
                 break
     except _Unreadable as exc:
         error, lines = exc, iter(())
-    candidates, first_problem = _first_records(buffered, line_filter)
-    if not candidates and not (line_filter is not None and first_problem is None):
+    candidates, first_problem = _first_records(buffered)
+    if not candidates:
         raise error or _Unreadable(_no_line(first_problem))
     return _Loaded(None, itertools.chain(buffered, lines), candidates, stream=stream, error=error)
 
@@ -898,9 +898,7 @@ def _read_unit(
                 raise _Unreadable(f"format {name!r} reads files, not folders")
             yield from adapter.read_folder(unit.path, ctx)
             return
-        loaded = _load(unit.path, line_filter)
-        if not loaded.candidates and fmt is None:  # every line was filtered out: nothing to read
-            return
+        loaded = _load(unit.path)
         name = fmt or _format_of(loaded.candidates)
         found["format"] = name
         adapter = get_source(name)
