@@ -425,3 +425,111 @@ def test_a_plain_build_over_the_post_threshold_points_at_prefilter(tmp_path, mon
     result, _ = _build(tmp_path, str(path), "--target-model", "comment")
     assert result.exit_code == 0, result.output
     assert "the sources hold 3 posts, all kept in memory; build --prefilter reads" in result.output
+
+
+# ---------------------------------------------------------------------------------------------- twscrape
+def _tw_user(n: int) -> dict[str, Any]:
+    return {
+        "id": 4400 + n,
+        "id_str": str(4400 + n),
+        "url": f"https://x.com/maker{n}",
+        "username": f"maker{n}",
+        "displayname": f"Maker {n}",
+        "rawDescription": "",
+        "created": "2011-05-01 10:00:00+00:00",
+        "followersCount": 10,
+        "_type": "snscrape.modules.twitter.User",
+    }
+
+
+def _tweet(tid: int, text: str, *, reply_to: int | None = None, conversation: int | None = None, **over: Any):
+    """A tweet as twscrape's ``Tweet.json()`` writes it (dates through ``str(datetime)``)."""
+    return {
+        "id": tid,
+        "id_str": str(tid),
+        "url": f"https://x.com/maker{tid % 3}/status/{tid}",
+        "date": "2025-03-26 18:02:11+00:00",
+        "user": _tw_user(tid % 3),
+        "lang": "en",
+        "rawContent": text,
+        "replyCount": 1,
+        "retweetCount": 2,
+        "likeCount": 30,
+        "quoteCount": 0,
+        "bookmarkedCount": 4,
+        "conversationId": conversation or tid,
+        "conversationIdStr": str(conversation or tid),
+        "hashtags": [],
+        "cashtags": [],
+        "mentionedUsers": [],
+        "links": [],
+        "media": {"photos": [], "videos": [], "animated": []},
+        "viewCount": 1234,
+        "retweetedTweet": None,
+        "quotedTweet": None,
+        "inReplyToTweetId": reply_to,
+        "inReplyToTweetIdStr": str(reply_to) if reply_to else None,
+        "_type": "snscrape.modules.twitter.Tweet",
+        **over,
+    }
+
+
+def test_twscrape_lines_are_detected_and_mapped(tmp_path):
+    from echo_builder.sources import detect_format
+
+    root = _tweet(
+        1901,
+        "made with GPT-Image-1 & it's <great>",
+        media={"photos": [{"url": "https://pbs.twimg.com/a.jpg"}]},
+    )
+    quoted = _tweet(1800, "the original prompt")
+    reply = _tweet(1902, "how?", reply_to=1901, conversation=1901, quotedTweet=quoted)
+    video = {"thumbnailUrl": "https://pbs.twimg.com/v.jpg", "variants": [], "duration": 5000}
+    retweet = _tweet(
+        1903, "RT @maker0: ...", retweetedTweet=_tweet(1700, "old post", media={"videos": [video]})
+    )
+    broken = _tweet(1904, "no date", date="yesterday")
+    path = tmp_path / "tweets.jsonl.gz"
+    path.write_bytes(
+        gzip.compress("".join(json.dumps(t) + "\n" for t in (root, reply, retweet, broken)).encode())
+    )
+    assert detect_format(path) == "twscrape"
+    report = read_posts(path)
+    posts = {p.id: p for p in report.posts}
+    assert list(posts) == ["x:1901", "x:1902", "x:1800", "x:1700"]
+    first = posts["x:1901"]
+    assert (first.platform, first.url, first.author, first.author_id) == (
+        "x",
+        "https://x.com/maker2/status/1901",
+        "maker2",
+        "4402",
+    )
+    assert first.text == "made with GPT-Image-1 & it's <great>" and first.lang == "en"
+    assert first.created_at.isoformat() == "2025-03-26T18:02:11+00:00"
+    assert [(m.url, m.type) for m in first.media] == [("https://pbs.twimg.com/a.jpg", "photo")]
+    assert first.engagement == {
+        "likes": 30,
+        "reposts": 2,
+        "replies": 1,
+        "quotes": 0,
+        "views": 1234,
+        "bookmarks": 4,
+    }
+    assert (first.root_id, first.reply_to_id) == ("x:1901", None)
+    second = posts["x:1902"]
+    assert (second.reply_to_id, second.root_id, second.quoted_id) == ("x:1901", "x:1901", "x:1800")
+    assert [(m.url, m.type) for m in posts["x:1700"].media] == [("https://pbs.twimg.com/v.jpg", "video")]
+    assert [(p.location, p.level) for p in report.problems] == [("line 3", "note"), ("line 4", "error")]
+    assert "is a retweet" in report.problems[0].reason
+    assert report.problems[1].reason.startswith("date 'yesterday' is not an ISO 8601 date")
+
+
+def test_twscrape_detection_leaves_the_other_formats_alone():
+    from echo_builder.sources import get_source
+
+    twscrape = get_source("twscrape")
+    assert twscrape.sniff(_tweet(1, "x")) and twscrape.sniff([_tweet(1, "x")])
+    assert not twscrape.sniff({"id": "1", "text": "an X API v2 tweet", "author_id": "9"})
+    assert not twscrape.sniff({"id": "x:1", "platform": "x", "text": "a Post line"})
+    assert not twscrape.sniff({"rawContent": "no user"})
+    assert not twscrape.sniff(_comment(1))
