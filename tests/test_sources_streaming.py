@@ -533,3 +533,77 @@ def test_twscrape_detection_leaves_the_other_formats_alone():
     assert not twscrape.sniff({"id": "x:1", "platform": "x", "text": "a Post line"})
     assert not twscrape.sniff({"rawContent": "no user"})
     assert not twscrape.sniff(_comment(1))
+
+
+# ---------------------------------------------------------------------------------------------- hf: sources
+def _prompt_dataset(tmp_path: Path) -> Path:
+    """A local dataset folder as ``datasets.load_dataset`` reads it (a Hub repository's layout, offline)."""
+    repo = tmp_path / "curated-prompts"
+    (repo / "data").mkdir(parents=True)
+    image = tmp_path / "example.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n")
+    rows = [
+        {
+            "uid": "a1",
+            "text": "a red fox in the snow, ukiyo-e",
+            "img": "https://example.org/fox.png",
+            "edit": False,
+        },
+        {"uid": "a2", "text": "   ", "img": None, "edit": False},
+        {"uid": "a3", "text": "turn my photo into a watercolor", "img": str(image), "edit": True},
+    ]
+    (repo / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (repo / "data" / "test.jsonl").write_text(
+        json.dumps({"uid": "b1", "text": "a cat", "img": "x", "edit": 0})
+    )
+    return repo
+
+
+def test_an_hf_source_reads_a_prompt_collection_with_a_column_mapping(tmp_path):
+    repo = _prompt_dataset(tmp_path)
+    columns = {"prompt": "text", "id": "uid", "image": "img", "needs_input_image": "edit"}
+    report = read_posts(f"hf:{repo}", hf_columns=columns)
+    ids = [p.id for p in report.posts]
+    assert ids == [f"collection:hf/{repo}/b1", f"collection:hf/{repo}/a1", f"collection:hf/{repo}/a3"]
+    fox, watercolor = report.posts[1], report.posts[2]
+    assert (fox.platform, fox.text, fox.root_id) == ("collection", "a red fox in the snow, ukiyo-e", fox.id)
+    assert [m.url for m in fox.media] == ["https://example.org/fox.png"]
+    assert [m.path for m in watercolor.media] == [str(tmp_path / "example.png")]
+    assert (fox.raw["needs_input_image"], watercolor.raw["needs_input_image"]) == (False, True)
+    assert fox.raw["split"] == "train" and fox.raw["source"] == f"hf:{repo}"
+    assert [(p.location, p.level) for p in report.problems] == [("test/0", "note"), ("train/1", "error")]
+    assert report.problems[1].reason == "no prompt in column 'text' (got '   '); skipped"
+    assert (report.files[0].format, report.files[0].posts, report.files[0].errors) == ("hf", 3, 1)
+
+
+def test_an_hf_source_that_cannot_be_read_is_one_named_problem(tmp_path):
+    repo = _prompt_dataset(tmp_path)
+    report = read_posts([f"hf:{tmp_path / 'missing'}", f"hf:{repo}"], hf_columns={"prompt": "caption"})
+    assert report.posts == []
+    first, *others = report.errors
+    assert first.location is None and first.reason.startswith(
+        f"cannot load the dataset '{tmp_path / 'missing'}'"
+    )
+    assert [e.reason.split(" (")[0] for e in others] == [
+        "split 'test': no column 'caption'",
+        "split 'train': no column 'caption'",
+    ]
+
+
+def test_hf_columns_are_checked_before_the_build(tmp_path):
+    from echo_builder.errors import ConfigError
+    from echo_builder.sources.hf import parse_hf_columns, parse_hf_source
+
+    assert parse_hf_columns("prompt=text, id=uid") == {"prompt": "text", "id": "uid"}
+    for bad, message in [
+        ("prompt", "not FIELD=COLUMN"),
+        ("colour=x", "unknown field 'colour'"),
+        ("id=a,id=b", "twice"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            parse_hf_columns(bad)
+    assert parse_hf_source("hf:org/prompts:v2") == ("org/prompts", "v2")
+    assert parse_hf_source("hf:org/prompts") == ("org/prompts", None)
+    result, report = _build(tmp_path, f"hf:{_prompt_dataset(tmp_path)}", "--hf-columns", "prompt=text,id=uid")
+    assert result.exit_code == 0, result.output
+    assert report["stages"][0]["out"] == 3 and report["stages"][1]["curated"] == 3

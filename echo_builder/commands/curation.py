@@ -23,8 +23,20 @@ from echo_builder.secrets import protect_logging, redact, register_secret
 __all__ = ["build", "publish"]
 
 
+class SourcePath(click.Path):
+    """A source argument: an existing file or folder, or an ``hf:<repo>[:config]`` dataset reference."""
+
+    def __init__(self) -> None:
+        super().__init__(exists=True)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.startswith("hf:"):
+            return value
+        return super().convert(value, param, ctx)
+
+
 @click.command()
-@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("sources", nargs=-1, required=True, type=SourcePath())
 @click.option(
     "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Build folder to write."
 )
@@ -63,6 +75,14 @@ __all__ = ["build", "publish"]
     help="Read only the posts matching the keywords (and their time windows) and the threads around them, in two "
     "streaming passes: memory bounded by the posts kept, not the size of the sources. For dumps of millions of "
     "posts (a Reddit .zst archive); needs --keywords or --target-model.",
+)
+@click.option(
+    "--hf-columns",
+    "hf_columns",
+    metavar="FIELD=COLUMN,...",
+    help="For hf:<repo>[:config] sources (a datasets-loadable prompt collection): which column holds what, e.g. "
+    "prompt=text,id=uid,image=image_url. Fields: prompt (default: a prompt/text/caption/instruction column), id, "
+    "url, author, title, image, needs_input_image.",
 )
 @click.option(
     "--threshold",
@@ -153,6 +173,7 @@ def build(
     max_shard_size: int,
     source_format: str | None,
     prefilter: bool,
+    hf_columns: str | None,
     threshold: int,
     concurrency: int,
     timeout_s: float,
@@ -169,12 +190,16 @@ def build(
 ) -> None:
     """Curate posts from SOURCES (export files or folders) into benchmark samples.
 
+    SOURCES may be compressed (.zst, .gz, .bz2, .xz, read on the fly) and as large as the disk: use --prefilter for
+    dumps of millions of posts. hf:<repo>[:config] loads a datasets prompt collection (see --hf-columns).
+
     Stages: collect, query, relevance, threads, extract, media, roles, templates, screenshots, tier,
     applicability, and any installed plugin stage in its declared place. Writes OUT/stages/*.jsonl, OUT/report.json and the dataset itself: OUT/<config>/*.parquet
     with OUT/README.md, readable with datasets.load_dataset(OUT, "text_to_image") and ready for `publish`.
     """
     from echo_builder.pipeline import BuildConfig
     from echo_builder.pipeline import build as run_build
+    from echo_builder.sources.hf import parse_hf_columns
 
     if allow_private_media:
         click.echo(
@@ -199,6 +224,7 @@ def build(
         max_shard_bytes=max_shard_size,
         source_format=source_format,
         prefilter=prefilter,
+        hf_columns=parse_hf_columns(hf_columns),
         relevance_threshold=threshold,
         concurrency=concurrency,
         timeout_s=timeout_s,

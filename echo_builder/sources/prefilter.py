@@ -99,6 +99,7 @@ def prefilter_posts(
     launch: datetime | None,
     *,
     format: str | None = None,
+    hf_columns: dict[str, str] | None = None,
 ) -> tuple[SourceReport, PrefilterStats]:
     """Read from ``paths`` only the posts matching ``keywords`` and the threads around them (see the module
     docstring).
@@ -109,6 +110,7 @@ def prefilter_posts(
             with ``read_posts`` instead).
         launch: the target model's launch date (UTC), for time-windowed keywords.
         format: force a source format, as for ``read_posts``.
+        hf_columns: the column mapping of ``hf:`` sources, as for ``read_posts``.
 
     Returns:
         The second pass's :class:`~echo_builder.sources.SourceReport` (its problems are those of the lines read)
@@ -121,7 +123,7 @@ def prefilter_posts(
 
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     quick = keyword_line_filter([k.term for k in keywords])
-    first = read_posts(paths, format=format, keep_raw=False, line_filter=quick)
+    first = read_posts(paths, format=format, keep_raw=False, line_filter=quick, hf_columns=hf_columns)
     matched = run_query(first.posts, keywords, launch_date=launch).kept
     keys = thread_keys(matched)
     del first
@@ -134,5 +136,7 @@ def prefilter_posts(
     def in_thread(post: Post) -> bool:
         return any(_native(v) in keys for v in (post.id, post.root_id, post.reply_to_id) if v)
 
-    report = read_posts(paths, format=format, line_filter=mentions, post_filter=in_thread)
+    report = read_posts(
+        paths, format=format, line_filter=mentions, post_filter=in_thread, hf_columns=hf_columns
+    )
     return report, PrefilterStats(len(matched), len(keys), len(report.posts))

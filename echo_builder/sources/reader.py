@@ -818,6 +818,7 @@ class _Unit:
     path: Path
     label: str
     folder: bool
+    hf: bool = False  # an ``hf:<repo>[:config]`` dataset reference (``label`` holds it)
 
 
 def _walk(folder: Path) -> Iterator[tuple[Path, bool] | str | RecordProblem]:
@@ -880,6 +881,7 @@ def _read_unit(
     keep_raw: bool,
     found: dict[str, str | None],
     line_filter: Callable[[str], bool] | None = None,
+    hf_columns: dict[str, str] | None = None,
 ) -> Iterator[Post | RecordProblem]:
     """Posts and problems of one file or folder input, one at a time; ``found["format"]`` is set to the format
     used (``None`` when none was found). ``line_filter(text)`` false skips a JSON Lines line unparsed."""
@@ -888,6 +890,12 @@ def _read_unit(
     loaded: _Loaded | None = None
     pending: list[RecordProblem] = []  # problems met between documents, passed on in file order
     try:
+        if unit.hf:
+            from echo_builder.sources.hf import read_hf
+
+            found["format"] = "hf"
+            yield from read_hf(unit.label, hf_columns or {}, ctx)
+            return
         if unit.folder:
             name = fmt or _folder_format(unit.path)
             found["format"] = name
@@ -988,6 +996,7 @@ def read_posts(
     keep_raw: bool = True,
     line_filter: Callable[[str], bool] | None = None,
     post_filter: Callable[[Post], bool] | None = None,
+    hf_columns: dict[str, str] | None = None,
 ) -> SourceReport:
     """Read posts from export files and folders.
 
@@ -999,6 +1008,8 @@ def read_posts(
         line_filter: ``line_filter(text)`` false skips a line of a JSON Lines file without parsing it (a cheap
             first pass, see :mod:`echo_builder.sources.prefilter`); lines it skips are neither posts nor problems.
         post_filter: ``post_filter(post)`` false drops a post before de-duplication (it is not counted).
+        hf_columns: the column mapping of ``hf:<repo>[:config]`` sources (:mod:`echo_builder.sources.hf`), such
+            as ``{"prompt": "text"}``. A path given as ``hf:...`` is such a dataset, loaded with ``datasets``.
 
     Returns:
         A :class:`SourceReport`: each post id once (the first occurrence wins, later ones are counted in
@@ -1014,6 +1025,9 @@ def read_posts(
     seen: set[str] = set()
     units: list[_Unit] = []
     for given in _as_paths(paths):
+        if isinstance(given, str) and given.startswith("hf:"):
+            units.append(_Unit(Path(), given, False, hf=True))
+            continue
         path = Path(os.fsdecode(given) if isinstance(given, bytes) else given)
         label = _label(path if isinstance(given, bytes) else str(given))
         if path.is_dir():
@@ -1053,7 +1067,7 @@ def read_posts(
     for unit in units:
         found: dict[str, str | None] = {}
         kept = errors = notes = dups = 0
-        for item in _read_unit(unit, format, keep_raw, found, line_filter):
+        for item in _read_unit(unit, format, keep_raw, found, line_filter, hf_columns):
             if isinstance(item, RecordProblem):
                 report.problems.append(item)
                 errors += item.level == "error"

@@ -46,12 +46,13 @@ def run_collect_stage(context: StageContext) -> StageOutput:
 
     config = context.config
     extra: dict[str, Any] = {}
+    hf_columns = dict(getattr(config, "hf_columns", None) or {})
     keywords, launch = context.prepared.get("query", ([], None))
     if getattr(config, "prefilter", False) and keywords:
         from echo_builder.sources.prefilter import prefilter_posts
 
         collected, stats = prefilter_posts(
-            list(config.sources), keywords, launch, format=config.source_format
+            list(config.sources), keywords, launch, format=config.source_format, hf_columns=hf_columns
         )
         extra["prefilter"] = {
             "matched": stats.matched,
@@ -64,7 +65,7 @@ def run_collect_stage(context: StageContext) -> StageOutput:
                 "--prefilter needs keywords (--keywords or --target-model); every post is read",
                 stacklevel=2,
             )
-        collected = read_posts(list(config.sources), format=config.source_format)
+        collected = read_posts(list(config.sources), format=config.source_format, hf_columns=hf_columns)
         if len(collected.posts) > LARGE_BUILD_POSTS:
             warnings.warn(
                 f"the sources hold {len(collected.posts):,} posts, all kept in memory; build --prefilter reads "
