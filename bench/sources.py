@@ -16,7 +16,7 @@ generates a Reddit-style zstd dump of ``--dump-gb`` GB uncompressed (Arctic Shif
 submission and 2-14 comments, 0.2% of threads mentioning the keyword ``gpt-image-1``), streamed to disk in a temporary
 folder (about a tenth of the size on disk), and runs ``echo-bench build --backend rules --offline --keywords`` on
 it in a child process: with ``--prefilter`` on the whole dump, and plain on a ``--plain-gb`` dump (a plain build
-keeps every post, so its memory grows with the dump; a 2 GB plain build needs about 10 GB). For each it records
+keeps every post, so its memory grows with the dump; a 2 GB plain build needs about 16 GB). For each it records
 wall time, the child's CPU time, the decompressed MB/s over both, and the child's peak RSS.
 """
 

@@ -1002,8 +1002,8 @@ def read_posts(
 
     Args:
         paths: one path or several; each a file or a folder (see the module docstring). Order is kept.
-        format: a registered source name (``x_api``, ``x_graphql``, ``reddit``, ``bluesky``, ``collection``,
-            ``jsonl`` or a plugin's) to use for every input instead of auto-detection.
+        format: a registered source name (``x_api``, ``x_graphql``, ``reddit``, ``bluesky``, ``twscrape``,
+            ``collection``, ``jsonl`` or a plugin's) to use for every input instead of auto-detection.
         keep_raw: store each source object in ``Post.raw`` (``False`` saves memory).
         line_filter: ``line_filter(text)`` false skips a line of a JSON Lines file without parsing it (a cheap
             first pass, see :mod:`echo_builder.sources.prefilter`); lines it skips are neither posts nor problems.

@@ -133,6 +133,8 @@ class _Guarded(io.RawIOBase):
             data = self._inner.read(min(len(buffer), 1 << 16))
         except SourceStreamError as exc:
             data, self._error = b"", exc
+        except MemoryError:
+            raise
         except Exception as exc:  # EOFError, OSError, lzma.LZMAError, zstandard.ZstdError, ...
             data, self._error = b"", SourceStreamError(self._corrupt(exc))
         n = len(data)
