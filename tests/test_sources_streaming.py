@@ -607,3 +607,33 @@ def test_hf_columns_are_checked_before_the_build(tmp_path):
     result, report = _build(tmp_path, f"hf:{_prompt_dataset(tmp_path)}", "--hf-columns", "prompt=text,id=uid")
     assert result.exit_code == 0, result.output
     assert report["stages"][0]["out"] == 3 and report["stages"][1]["curated"] == 3
+
+
+# ------------------------------------------------------------------------- streamed reads equal whole reads
+def _as_list_file(path: Path) -> Path:
+    """The records of a JSON Lines file as one top-level JSON list (the streamed-list path)."""
+    items = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    listed = path.with_name(path.stem + "_list.json")
+    listed.write_text(json.dumps(items, ensure_ascii=False))
+    return listed
+
+
+@pytest.mark.parametrize(
+    ("fmt", "bad"), [("reddit", {"body": ["x"]}), ("jsonl", {"text": 7}), ("x_api", {"text": 7})]
+)
+def test_a_streamed_read_equals_the_whole_read_in_every_file_format(fmt, bad, tmp_path, monkeypatch):
+    from tests.test_sources_hardening import write_source
+
+    path = write_source(fmt, tmp_path, bad, count=6, at=2)
+    inputs = [path] + ([_as_list_file(path)] if path.suffix == ".ndjson" or path.suffix == ".jsonl" else [])
+    for given in inputs:
+        whole = read_posts(given)
+        monkeypatch.setattr(reader_module, "WHOLE_BYTES", 16)
+        monkeypatch.setattr(reader_module, "_CHUNK", 5)
+        streamed = read_posts(given)
+        monkeypatch.undo()
+        assert len(whole.posts) == 5 and len(whole.errors) == 1, (given.name, whole.problems)
+        assert [p.model_dump() for p in streamed.posts] == [p.model_dump() for p in whole.posts], given.name
+        assert [(p.location, p.reason) for p in streamed.problems] == [
+            (p.location, p.reason) for p in whole.problems
+        ], given.name
