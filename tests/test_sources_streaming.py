@@ -120,13 +120,19 @@ def test_a_truncated_dump_keeps_the_posts_before_the_cut_and_says_truncated(tmp_
     assert error.location == f"line {len(report.posts) + 1}"
 
 
-def test_a_truncated_small_dump_is_one_problem_of_its_file(tmp_path):
+def test_a_truncated_small_dump_keeps_its_complete_lines(tmp_path):
+    """Read as one buffer: the lines before the cut are kept, the problem is located after them."""
     data = gzip.compress(_ndjson(3))
     path = tmp_path / "small.ndjson.gz"
-    path.write_bytes(data[:-6])
+    path.write_bytes(data[:-6])  # the deflate stream is whole, its trailer (CRC, size) cut
     report = read_posts(path)
-    assert report.posts == []
+    assert len(report.posts) == 3
     (error,) = report.errors
+    assert error.location == "line 4" and error.reason.startswith(
+        "gzip data is truncated or corrupt after 483"
+    )
+    path.write_bytes(data[:40])  # not one whole line
+    (error,) = read_posts(path).errors
     assert error.location is None and error.reason.startswith("gzip data is truncated or corrupt")
 
 
@@ -278,8 +284,8 @@ def test_a_folder_reads_compressed_dumps_and_names_every_bad_file(tmp_path):
     (folder / "notes.txt.gz").write_bytes(gzip.compress(b"hello"))
     report = read_posts(folder)
     ids = sorted(p.id for p in report.posts)
-    assert ids == ["reddit:t1_c0", "reddit:t1_c1", "reddit:t1_c2"]  # good.ndjson.gz repeats c0, c1
-    assert report.duplicates == 2
+    assert ids == ["reddit:t1_c0", "reddit:t1_c1", "reddit:t1_c2"]
+    assert report.duplicates == 4  # c0 and c1 again: read from before the cut of the .bz2, and in the .gz
     assert {Path(e.file).name for e in report.errors} == {"broken.ndjson.bz2", "renamed.json.xz"}
     assert [Path(f).name for f in report.skipped_files] == ["notes.txt.gz"]
     assert {Path(f.path).name: f.errors for f in report.files} == {

@@ -116,6 +116,7 @@ class _Guarded(io.RawIOBase):
     ) -> None:
         self._inner = inner
         self._raw = raw
+        self._read = getattr(inner, "read1", inner.read)
         self.compression = compression
         self.compressed_size = compressed_size
         self.total = 0
@@ -130,7 +131,9 @@ class _Guarded(io.RawIOBase):
         if self._error is not None:
             raise self._error
         try:
-            data = self._inner.read(min(len(buffer), 1 << 16))
+            # read1: one step of the decompressor (a stdlib reader's read(n) loops, and an error in a later step
+            # would lose the bytes of the earlier ones)
+            data = self._read(min(len(buffer), 1 << 16))
         except SourceStreamError as exc:
             data, self._error = b"", exc
         except MemoryError:
@@ -191,10 +194,19 @@ class _ZstdReader:
         self._offset = 0
         self._input = b""
         self._done = False
+        self._failed: Exception | None = None
 
     def read(self, n: int) -> bytes:
+        if self._failed is not None and self._offset >= len(self._pending):
+            raise self._failed
         while len(self._pending) - self._offset < n and not self._done:
-            self._step()
+            try:
+                self._step()
+            except Exception as exc:  # truncated or corrupt: the bytes decoded before it are handed out first
+                if self._offset >= len(self._pending):
+                    raise
+                self._failed = exc
+                break
         start = self._offset
         chunk = self._pending[start : start + n]
         self._offset = start + len(chunk)
