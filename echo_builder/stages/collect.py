@@ -9,8 +9,9 @@ Sources are streamed (compressed dumps decompressed on the fly), but a plain bui
 threads stage needs whole conversations. ``config.prefilter`` (``build --prefilter``) reads only the posts matching
 the query's keywords and the threads around them (:mod:`echo_builder.sources.prefilter`), so a dump far larger than
 memory can be built from; a plain build that reads over :data:`LARGE_BUILD_POSTS` posts warns and points at it.
-The report lists each source file with errors (``files_with_errors``: file, error count, first reason) and the
-files of given folders that were not read (``skipped_files``).
+The report lists each source file with errors (``files_with_errors``: file, error count, first reason; with
+``files``, the number of inputs read) and the files of given folders that were not read (``skipped_files``), each
+only when there is one.
 """
 
 from __future__ import annotations
@@ -97,9 +98,9 @@ def run_collect_stage(context: StageContext) -> StageOutput:
             "failures": len(errors),
             "notes": len(problems) - len(errors),
             "duplicates": getattr(collected, "duplicates", 0),
-            "files": len(getattr(collected, "files", [])),
-            "files_with_errors": bad_files,
-            "skipped_files": skipped,
+            # present only when there is something to say: a clean build's report is as before
+            **({"files": len(collected.files), "files_with_errors": bad_files} if bad_files else {}),
+            **({"skipped_files": skipped} if skipped else {}),
             **extra,
         },
         files={"collect.jsonl": posts, "collect_problems.jsonl": problems},
