@@ -69,6 +69,11 @@ class BuildConfig:
         launch_date: its launch date, for time-windowed keywords.
         keywords_file: keyword list; default: the target model's name.
         source_format: force one source format instead of auto-detection.
+        prefilter: read only the posts matching the keywords (and time windows) and the threads around them, in
+            two streaming passes over the sources (:mod:`echo_builder.sources.prefilter`): memory bounded by the
+            kept posts instead of the sources' size. Needs keywords (``keywords_file`` or ``target_model``).
+        hf_columns: for ``hf:<repo>[:config]`` sources (a ``datasets``-loadable prompt collection), which column
+            holds the prompt, id, image ... (``{"prompt": "text"}``, see :mod:`echo_builder.sources.hf`).
         relevance_threshold: minimum relevance kept (1-5, ECHO: 4).
         max_depth, max_tree_size: bounds of reply-tree expansion.
         concurrency, timeout_s, max_attempts: model-call limits.
@@ -107,6 +112,8 @@ class BuildConfig:
     launch_date: date | str | None = None
     keywords_file: str | Path | None = None
     source_format: str | None = None
+    prefilter: bool = False
+    hf_columns: dict[str, str] = field(default_factory=dict)
     relevance_threshold: int = 4
     max_depth: int = 8
     max_tree_size: int = 500
@@ -279,6 +286,10 @@ def _settings(config: BuildConfig, stages: Sequence[str]) -> dict[str, Any]:
         from echo_builder.stages.safety import screening_settings
 
         settings["nsfw_check"] = screening_settings(config)
+    if config.prefilter:  # recorded only when on: builds made before the option resume as before
+        settings["prefilter"] = True
+    if config.hf_columns:
+        settings["hf_columns"] = dict(config.hf_columns)
     if list(stages) != [d.name for d in builtin_order(config)]:
         settings["stages"] = list(stages)
     return settings
