@@ -343,6 +343,25 @@ class OpenAIBackend(Backend):
             body["extra_body"] = dict(self.config.extra_body)
         return body
 
+    def request_json(self, messages: Sequence[Message], params: GenerationParams) -> dict[str, Any]:
+        """The JSON body the online path sends to ``/chat/completions`` for this call (``extra_body``'s fields
+        merged in, as the client does): the ``body`` of a Batch API line (:mod:`echo_builder.backends.batch`)."""
+        body = self._request(messages, params)
+        extra = body.pop("extra_body", None) or {}
+        return {**body, **extra}
+
+    def reply_from_completion(
+        self, completion: Any, params: GenerationParams, *, latency_s: float = 0.0
+    ) -> Reply:
+        """Parse a chat completion (the client's object, or its JSON as a dict, e.g. a Batch API answer's
+        ``response.body``) exactly as the online path does. Raises ``ValueError`` for a completion without a
+        usable choice."""
+        if isinstance(completion, dict):
+            from openai.types.chat import ChatCompletion
+
+            completion = ChatCompletion.construct(**completion)
+        return self._reply(completion, params, latency_s)
+
     async def agenerate(self, messages: Sequence[Message], params: GenerationParams) -> Reply:
         body = self._request(messages, params)
         start = time.perf_counter()

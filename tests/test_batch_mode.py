@@ -1,0 +1,248 @@
+"""Batch API mode (``--batch``): requests go to the loopback server's ``/v1/files`` and ``/v1/batches`` as JSONL, the
+answers land in the call cache, and the run's files equal those of an online run with the same scripted replies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from echo_builder.backends.base import GenerationParams, user_message
+from echo_builder.backends.batch import BatchError, BatchSettings
+from echo_builder.backends.caller import CallRequest, ModelCaller, RetryPolicy
+from echo_builder.backends.openai_backend import OpenAIBackend
+from echo_builder.cache import CallCache
+from echo_builder.errors import ConfigError
+
+
+async def _no_wait(seconds: float) -> None:
+    return None
+
+
+def _settings(tmp_path: Path, **kw) -> BatchSettings:
+    return BatchSettings(state_dir=tmp_path / "batches", root=tmp_path, sleep=_no_wait, **kw)
+
+
+def _requests(n: int = 4) -> list[CallRequest]:
+    return [
+        CallRequest((user_message(f"question {i}"),), GenerationParams(max_tokens=32), stage="test")
+        for i in range(n)
+    ]
+
+
+def _caller(
+    server, tmp_path: Path, *, batch: BatchSettings | None, cache: str = "cache", **kw
+) -> ModelCaller:
+    backend = OpenAIBackend("m", base_url=server.base_url)
+    return ModelCaller(
+        backend,
+        cache=CallCache(tmp_path / cache),
+        batch=batch,
+        retry=RetryPolicy(max_attempts=2, initial_backoff_s=0.0, jitter=False),
+        **kw,
+    )
+
+
+def test_batch_replies_equal_online_replies_and_the_jsonl_is_the_batch_api_format(openai_server, tmp_path):
+    openai_server.batch_api.polls_until_done = 2
+    batch = _caller(openai_server, tmp_path, batch=_settings(tmp_path), cache="cache-b")
+    results = batch.call_many(_requests())
+    assert openai_server.calls == 0  # nothing went online
+    assert len(openai_server.batch_api.creates) == 1
+    create = openai_server.batch_api.creates[0]
+    assert create["endpoint"] == "/v1/chat/completions" and create["completion_window"] == "24h"
+    upload = openai_server.batch_api.files[create["input_file_id"]].decode()
+    lines = [json.loads(line) for line in upload.splitlines()]
+    assert [sorted(line) for line in lines] == [["body", "custom_id", "method", "url"]] * 4
+    assert {line["method"] for line in lines} == {"POST"}
+    assert {line["url"] for line in lines} == {"/v1/chat/completions"}
+    assert [line["custom_id"] for line in lines] == [r.key for r in results]
+    assert lines[0]["body"] == {
+        "model": "m",
+        "messages": [{"role": "user", "content": "question 0"}],
+        "temperature": 0.0,
+        "max_tokens": 32,
+    }
+    assert openai_server.batch_api.uploads[create["input_file_id"]][1] == "batch"
+    # 3 polls: two in progress, then completed
+    batch_id = next(iter(openai_server.batch_api.batches))
+    assert openai_server.batch_api.retrievals == [batch_id] * 3
+
+    online = _caller(openai_server, tmp_path, batch=None, cache="cache-o")
+    direct = online.call_many(_requests())
+    assert openai_server.calls == 4
+    assert [r.reply.model_dump(exclude={"latency_s"}) for r in results] == [
+        r.reply.model_dump(exclude={"latency_s"}) for r in direct
+    ]
+    assert [r.reply.text for r in results] == [f"echo: question {i}" for i in range(4)]
+    assert {r.reply.latency_s for r in results} == {0.0}  # a batch has no per-call wall time
+    # every reply is in the cache: a second run sends nothing at all
+    again = _caller(openai_server, tmp_path, batch=_settings(tmp_path), cache="cache-b").call_many(
+        _requests()
+    )
+    assert all(r.cached for r in again) and len(openai_server.batch_api.creates) == 1
+    checkpoint = json.loads(next((tmp_path / "batches").glob("*.json")).read_text())
+    assert checkpoint["status"] == "done" and checkpoint["counts"] == {"answered": 4, "failed": 0}
+    assert checkpoint["batch_id"] in openai_server.batch_api.batches
+
+
+class _Killed(BaseException):
+    """Stands for SIGKILL: nothing after it runs."""
+
+
+def test_a_run_killed_while_polling_resumes_the_batch_in_flight_without_a_second_submission(
+    openai_server, tmp_path
+):
+    openai_server.batch_api.polls_until_done = 3
+    polls = []
+
+    async def die_on_second_wait(seconds: float) -> None:
+        polls.append(seconds)
+        if len(polls) == 2:
+            raise _Killed
+
+    killed = _caller(
+        openai_server,
+        tmp_path,
+        batch=BatchSettings(
+            state_dir=tmp_path / "batches", root=tmp_path, sleep=die_on_second_wait, poll_initial_s=5.0
+        ),
+    )
+    with pytest.raises(_Killed):
+        killed.call_many(_requests())
+    assert polls == [5.0, 10.0]  # backoff doubles
+    assert len(openai_server.batch_api.creates) == 1
+    checkpoint = json.loads(next((tmp_path / "batches").glob("*.json")).read_text())
+    assert checkpoint["status"] == "submitted" and checkpoint["batch_id"]
+    assert len(CallCache(tmp_path / "cache")) == 0  # nothing harvested yet
+
+    resumed = _caller(openai_server, tmp_path, batch=_settings(tmp_path)).call_many(_requests())
+    assert [r.reply.text for r in resumed] == [f"echo: question {i}" for i in range(4)]
+    assert len(openai_server.batch_api.creates) == 1  # picked up, never submitted twice
+    assert len(openai_server.batch_api.files) == 2  # one input file, one output file
+    assert openai_server.calls == 0
+
+
+def test_a_run_killed_between_creating_the_batch_and_checkpointing_it_finds_the_batch(
+    openai_server, tmp_path
+):
+    from echo_builder.backends import batch as batch_module
+
+    saved = batch_module.BatchRunner._save
+    seen = []
+
+    def save_then_die(self, checkpoint):
+        if checkpoint.status == "submitted":
+            raise _Killed  # the batch exists on the server; the checkpoint only knows its input file
+        seen.append(checkpoint.status)
+        saved(self, checkpoint)
+
+    batch_module.BatchRunner._save = save_then_die
+    try:
+        with pytest.raises(_Killed):
+            _caller(openai_server, tmp_path, batch=_settings(tmp_path)).call_many(_requests())
+    finally:
+        batch_module.BatchRunner._save = saved
+    assert seen == ["uploading", "uploading"] and len(openai_server.batch_api.creates) == 1
+    resumed = _caller(openai_server, tmp_path, batch=_settings(tmp_path)).call_many(_requests())
+    assert all(r.ok for r in resumed)
+    assert len(openai_server.batch_api.creates) == 1
+
+
+def test_failed_lines_are_retried_online(openai_server, tmp_path):
+    openai_server.batch_api.line_error = lambda line: {"question 1": 500, "question 2": 400}.get(
+        line["body"]["messages"][0]["content"]
+    )
+    results = _caller(openai_server, tmp_path, batch=_settings(tmp_path, retry="online")).call_many(
+        _requests()
+    )
+    assert [r.ok for r in results] == [True, True, False, True]
+    assert results[1].reply.text == "echo: question 1" and results[1].attempts == 1
+    assert openai_server.calls == 1  # only the 500 went online; the 400 is permanent
+    assert [b["messages"][0]["content"] for b in openai_server.log.bodies] == ["question 1"]
+    assert results[2].error_kind == "permanent" and "HTTP 400" in results[2].error
+    assert len(openai_server.batch_api.creates) == 1
+
+
+def test_failed_lines_go_into_a_follow_up_batch(openai_server, tmp_path):
+    failed_once: set[str] = set()
+
+    def flaky(line):
+        text = line["body"]["messages"][0]["content"]
+        if text in ("question 0", "question 3") and text not in failed_once:
+            failed_once.add(text)
+            return 429
+        return None
+
+    openai_server.batch_api.line_error = flaky
+    caller = _caller(openai_server, tmp_path, batch=_settings(tmp_path, retry="batch"))
+    results = caller.call_many(_requests())
+    assert all(r.ok for r in results)
+    assert openai_server.calls == 0
+    creates = openai_server.batch_api.creates
+    assert len(creates) == 2
+    second = openai_server.batch_api.files[creates[1]["input_file_id"]].decode().splitlines()
+    assert sorted(json.loads(line)["body"]["messages"][0]["content"] for line in second) == [
+        "question 0",
+        "question 3",
+    ]
+    assert caller.stats.failures == 0 and caller.stats.attempts == 6
+
+
+def test_an_expired_batch_keeps_its_answers_and_retries_the_rest(openai_server, tmp_path):
+    openai_server.batch_api.final_status = "expired"
+    results = _caller(openai_server, tmp_path, batch=_settings(tmp_path, retry="none")).call_many(_requests())
+    assert [r.ok for r in results] == [True, False, True, False]
+    assert "batch_expired" in results[1].error and results[1].error_kind == "retries_exhausted"
+    assert openai_server.calls == 0
+    # a rerun sends only the two unanswered calls (here online)
+    openai_server.batch_api.final_status = "completed"
+    again = _caller(openai_server, tmp_path, batch=_settings(tmp_path, retry="online")).call_many(_requests())
+    assert all(r.ok for r in again) and [r.cached for r in again] == [True, False, True, False]
+    assert len(openai_server.batch_api.creates) == 2
+    assert openai_server.calls == 0
+
+
+def test_a_cancelled_batch_is_retried_online(openai_server, tmp_path):
+    openai_server.batch_api.final_status = "cancelled"
+    results = _caller(openai_server, tmp_path, batch=_settings(tmp_path)).call_many(_requests(2))
+    assert all(r.ok for r in results) and openai_server.calls == 2
+
+
+def test_a_batch_still_running_at_the_deadline_stops_with_its_checkpoint_named(openai_server, tmp_path):
+    openai_server.batch_api.polls_until_done = 10**6
+    now = [1000.0]
+
+    async def advance(seconds: float) -> None:
+        now[0] += seconds
+
+    settings = BatchSettings(
+        state_dir=tmp_path / "batches", root=tmp_path, sleep=advance, clock=lambda: now[0], max_wait_s=100.0
+    )
+    with pytest.raises(
+        BatchError, match=r"still in_progress 100 s after .*batches/.*\.json.*run the same command"
+    ):
+        _caller(openai_server, tmp_path, batch=settings).call_many(_requests(1))
+    assert now[0] == 1100.0  # never waited past the deadline
+    # a rerun waits for the same batch
+    openai_server.batch_api.polls_until_done = 0
+    assert _caller(openai_server, tmp_path, batch=_settings(tmp_path)).call_many(_requests(1))[0].ok
+    assert len(openai_server.batch_api.creates) == 1
+
+
+def test_large_runs_are_split_into_several_batches(openai_server, tmp_path):
+    results = _caller(openai_server, tmp_path, batch=_settings(tmp_path, max_requests=3)).call_many(
+        _requests(7)
+    )
+    assert all(r.ok for r in results)
+    assert len(openai_server.batch_api.creates) == 3
+
+
+def test_batch_mode_needs_an_openai_backend(tmp_path):
+    from echo_builder.backends.rules import RulesBackend
+
+    with pytest.raises(ConfigError, match="--batch needs an openai: backend"):
+        ModelCaller(RulesBackend(""), batch=_settings(tmp_path))
+    with pytest.raises(ConfigError, match="retry must be online, batch or none"):
+        _settings(tmp_path, retry="later")
