@@ -89,6 +89,11 @@ class BuildConfig:
             (``test-0000K-of-0000N.parquet``); ``None``: 500 MB, the shard size ``datasets``' ``push_to_hub`` uses.
         skip_stages: names of plugin stages (entry point ``echo_bench.stages``) this build leaves out; the built-in
             stages always run. A build that runs other stages than the built-ins records them in ``build.json``.
+        batch: send the model calls the cache cannot answer through the OpenAI Batch API (``openai:`` backends;
+            :mod:`echo_builder.backends.batch`), checkpointing batch ids in ``OUT/batches``. The stage files equal
+            an online build's for the same replies; a build may switch between batch and online when resumed.
+        batch_retry: ``online``, ``batch`` or ``none``: what happens to lines a batch failed transiently.
+        batch_poll_s: seconds before the first status check of a batch (then doubling up to 10 minutes).
     """
 
     sources: Sequence[str | Path]
@@ -117,6 +122,9 @@ class BuildConfig:
     max_shard_bytes: int | None = None
     salt_file: str | Path | None = None
     skip_stages: Sequence[str] = ()
+    batch: bool = False
+    batch_retry: str = "online"
+    batch_poll_s: float = 30.0
 
 
 @dataclass
@@ -181,7 +189,7 @@ def _prepare_out(config: BuildConfig, stages: Sequence[str]) -> _Folder:
     previous = claim_output(
         out, "build", signatures=BUILD_SIGNATURES, allowed=SEEDED_ENTRIES, what="build folder"
     )
-    for name in ("stages", "cache", "media", NEXT_DIR, "build.json", "report.json", "README.md"):
+    for name in ("stages", "cache", "media", NEXT_DIR, "build.json", "report.json", "README.md", "batches"):
         check_inside(out, out / name)
     settings = _settings(config, stages)
     recorded = out / "build.json"
@@ -314,6 +322,10 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         cache = caller.cache = CallCache(
             config.cache_dir or out / "cache", root=None if config.cache_dir else out
         )
+        if config.batch:
+            from echo_builder.backends.batch import batch_settings
+
+            caller.batch = batch_settings(out, retry=config.batch_retry, poll_s=config.batch_poll_s)  # type: ignore[arg-type]
     context = StageContext(
         config=config,
         out=out,
@@ -518,11 +530,21 @@ def _caller(config: BuildConfig) -> Any:
     if config.backend.strip() == "rules":
         if config.backend_options:
             raise ConfigError(f"the rules backend takes no options, got {sorted(config.backend_options)}")
+        if config.batch:
+            raise ConfigError(
+                "--batch needs an openai: backend (an OpenAI-compatible server with the Batch API); the rules "
+                "backend calls no model. Run it without --batch."
+            )
         return None
     from echo_builder.backends import create_backend
     from echo_builder.backends.caller import ModelCaller, RetryPolicy
 
     backend = create_backend(config.backend, **config.backend_options)
+    if config.batch:
+        from echo_builder.backends.batch import batch_settings, check_batchable
+
+        check_batchable(backend)
+        batch_settings(".", retry=config.batch_retry, poll_s=config.batch_poll_s)  # type: ignore[arg-type]  # checks the values
     return ModelCaller(
         backend,
         concurrency=config.concurrency,

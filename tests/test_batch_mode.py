@@ -246,3 +246,133 @@ def test_batch_mode_needs_an_openai_backend(tmp_path):
         ModelCaller(RulesBackend(""), batch=_settings(tmp_path))
     with pytest.raises(ConfigError, match="retry must be online, batch or none"):
         _settings(tmp_path, retry="later")
+
+
+# -- end to end: build and judge, batch against online ---------------------------------------------------------------
+def _cli(*args: str) -> str:
+    from click.testing import CliRunner
+
+    from echo_builder.cli import cli
+
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _files(folder: Path, skip: tuple[str, ...]) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.relative_to(folder).parts[0] not in skip
+    }
+
+
+@pytest.fixture
+def frozen_online_clock(monkeypatch):
+    """The online path's latency clock stopped at 0, so online replies carry ``latency_s == 0.0`` like batch
+    replies (the one field a batch cannot measure per call): the two runs' files can then match byte for byte."""
+    import time
+    import types
+
+    from echo_builder.backends import openai_backend
+
+    monkeypatch.setattr(
+        openai_backend, "time", types.SimpleNamespace(perf_counter=lambda: 0.0, time=time.time)
+    )
+
+
+def test_batch_and_online_builds_write_byte_identical_files(openai_server, tmp_path, frozen_online_clock):
+    from tests.helpers.media_server import MediaServer
+    from tests.test_build_vlm import _command, _setup, scripted
+
+    def with_one_reask(body):  # the first tier answer for the yellow square is not JSON: re-asked once
+        system, user = body["messages"][0]["content"], json.dumps(body["messages"][1]["content"])
+        if "last quality check" in system and len(body["messages"]) == 2 and "yellow square" in user:
+            return "Benchmark, I think"
+        return scripted(body)
+
+    openai_server.reply = with_one_reask
+    with MediaServer() as media:
+        posts = _setup(tmp_path, media)
+        _cli(*_command(posts, tmp_path / "online", openai_server))
+        online_calls = openai_server.calls
+        openai_server.reset_log()
+        _cli(*_command(posts, tmp_path / "batch", openai_server), "--batch", "--batch-poll", "1")
+    assert openai_server.calls == 0  # nothing went online
+    api = openai_server.batch_api
+    assert len(api.lines) == online_calls  # every call once, in some batch
+    reasks = [line for line in api.lines if len(line["body"]["messages"]) == 4]
+    assert len(reasks) == 1 and reasks[0]["body"]["messages"][2]["content"] == "Benchmark, I think"
+    assert len(api.creates) >= 7  # one batch per stage that calls the model, and one for the re-ask
+    # not compared: the call cache, the batch checkpoints, the wall times, and the media store's index (appended
+    # in the order concurrent downloads finish; the images themselves are compared)
+    skip = ("cache", "batches", "run_stats.json")
+    online, batch = _files(tmp_path / "online", skip), _files(tmp_path / "batch", skip)
+    for files in (online, batch):
+        files.pop("media/index.jsonl")
+    assert any(name.startswith("stages/") for name in online)
+    assert sorted(online) == sorted(batch)
+    assert [name for name in online if online[name] != batch[name]] == []
+    checkpoints = [json.loads(p.read_text()) for p in (tmp_path / "batch" / "batches").glob("*.json")]
+    assert len(checkpoints) == len(api.creates) and {c["status"] for c in checkpoints} == {"done"}
+
+
+def test_batch_and_online_judge_runs_give_byte_identical_verdicts_and_leaderboards(
+    openai_server, tmp_path, frozen_online_clock
+):
+    from tests.helpers.scenarios import JudgeScenario
+
+    sc = JudgeScenario(3, tmp_path)
+    openai_server.reply = sc.reply
+    boards = {}
+    for mode in ("single", "pairwise"):
+        for how in ("online", "batch"):
+            run = tmp_path / f"{mode}-{how}"
+            _cli(
+                "judge", "--benchmark", str(sc.benchmark), "--config", "image_to_image", "--outputs",
+                str(sc.outputs), "--judge", "openai:judge", "--base-url", openai_server.base_url, "--mode", mode,
+                "--out", str(run), *(["--batch"] if how == "batch" else []),
+            )  # fmt: skip
+            boards[mode, how] = _cli("leaderboard", str(run), "--format", "json", "--n-boot", "100")
+        online, batch = tmp_path / f"{mode}-online", tmp_path / f"{mode}-batch"
+        assert (online / "verdicts.parquet").read_bytes() == (batch / "verdicts.parquet").read_bytes()
+        assert boards[mode, "online"] == boards[mode, "batch"]
+        assert json.loads(boards[mode, "batch"])  # a real leaderboard, not an empty one
+    # single: 3 samples x 3 models, one output missing (no call); pairwise: both orders of each pair
+    assert openai_server.calls == len(openai_server.batch_api.lines) == 8 + 2 * 9 - 4
+    from echo_builder.judge.verdicts_file import read_verdicts
+
+    verdicts = read_verdicts(tmp_path / "single-batch")
+    assert sum(v.status == "ok" for v in verdicts) == 8 and {
+        v.latency_s for v in verdicts if v.status == "ok"
+    } == {0.0}
+
+
+def test_judge_batch_refuses_probability_mode_and_local_backends(openai_server, tmp_path):
+    from click.testing import CliRunner
+
+    from echo_builder.cli import cli
+    from tests.helpers.scenarios import JudgeScenario
+
+    sc = JudgeScenario(2, tmp_path)
+    base = [
+        "judge",
+        "--benchmark",
+        str(sc.benchmark),
+        "--config",
+        "image_to_image",
+        "--outputs",
+        str(sc.outputs),
+    ]
+    result = CliRunner().invoke(
+        cli, [*base, "--judge", "openai:j", "--base-url", openai_server.base_url, "--mode", "probability",
+              "--out", str(tmp_path / "p"), "--batch"],
+    )  # fmt: skip
+    assert result.exit_code != 0 and "probability mode" in result.output
+    assert not (tmp_path / "p").exists()  # refused before anything was written
+    (tmp_path / "posts.jsonl").write_text("")
+    result = CliRunner().invoke(
+        cli, ["build", str(tmp_path / "posts.jsonl"), "--out", str(tmp_path / "b"), "--batch"]
+    )
+    assert result.exit_code != 0 and "rules backend calls no model" in result.output
+    assert not (tmp_path / "b").exists()

@@ -62,6 +62,7 @@ __all__ = [
     "BatchRunner",
     "BatchSettings",
     "batch_line",
+    "batch_settings",
     "check_batchable",
 ]
 
@@ -133,6 +134,27 @@ class BatchSettings:
             raise ConfigError(f"batch max_requests must be in [1, {MAX_REQUESTS}], got {self.max_requests!r}")
         if self.max_file_bytes < 1024:
             raise ConfigError(f"batch max_file_bytes must be at least 1024, got {self.max_file_bytes!r}")
+
+
+def batch_settings(
+    out: str | Path, *, retry: RetryMode = "online", poll_s: float = 30.0, root: str | Path | None = None
+) -> BatchSettings:
+    """The :class:`BatchSettings` of a command writing to the folder ``out``: checkpoints in ``out/batches``, the
+    first status check after ``poll_s`` seconds, then doubling up to 10 minutes (or ``poll_s`` when larger).
+
+    Raises:
+        ConfigError: ``retry`` unknown or ``poll_s`` not a positive finite number.
+    """
+    out = Path(out)
+    return BatchSettings(
+        state_dir=out / "batches",
+        root=Path(root) if root is not None else out,
+        retry=retry,
+        poll_initial_s=poll_s,
+        poll_max_s=max(600.0, poll_s)
+        if isinstance(poll_s, (int, float)) and math.isfinite(poll_s)
+        else poll_s,
+    )
 
 
 def check_batchable(backend: Any) -> None:

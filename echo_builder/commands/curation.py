@@ -13,6 +13,7 @@ from echo_builder.commands.options import (
     Number,
     RegistryChoice,
     RegistryHelpOption,
+    batch_options,
     call_limit_options,
     parse_options,
     run_config_option,
@@ -133,6 +134,7 @@ __all__ = ["build", "publish"]
     help="Leave out this plugin stage (installed through the echo_bench.stages entry point); repeatable. The "
     "built-in stages always run.",
 )
+@batch_options
 @run_config_option
 def build(
     sources: tuple[str, ...],
@@ -158,6 +160,9 @@ def build(
     salt_file: str | None,
     license_id: str,
     skip_stages: tuple[str, ...],
+    batch: bool = False,
+    batch_retry: str = "online",
+    batch_poll_s: float = 30.0,
 ) -> None:
     """Curate posts from SOURCES (export files or folders) into benchmark samples.
 
@@ -203,6 +208,9 @@ def build(
         salt_file=salt_file,
         license=license_id,
         skip_stages=skip_stages,
+        batch=batch,
+        batch_retry=batch_retry,
+        batch_poll_s=batch_poll_s,
     )
     header_shown = False
 

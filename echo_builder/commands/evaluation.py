@@ -17,6 +17,7 @@ from echo_builder.commands.options import (
     MAX_SEED,
     Number,
     backend_options,
+    batch_options,
     call_limit_options,
     run_config_option,
     run_config_record,
@@ -84,6 +85,7 @@ __all__ = ["agreement", "judge", "leaderboard", "metrics", "publish_metrics"]
     help="Judge prompt file (YAML) replacing the built-in prompt of --mode, e.g. to reproduce ECHO's released "
     "protocol; see docs/reproducing-echo.md.",
 )
+@batch_options
 @run_config_option
 def judge(
     benchmark: str,
@@ -101,6 +103,9 @@ def judge(
     probability_scale: str,
     limit: int | None,
     judge_prompt: str | None,
+    batch: bool = False,
+    batch_retry: str = "online",
+    batch_poll_s: float = 30.0,
 ) -> None:
     """Judge model outputs on a benchmark config with one or more VLM judges.
 
@@ -125,6 +130,9 @@ def judge(
         probability_scale=probability_scale,  # type: ignore[arg-type]
         judge_prompt=judge_prompt,
         run_config=run_config_record(),
+        batch=batch,
+        batch_retry=batch_retry,  # type: ignore[arg-type]
+        batch_poll_s=batch_poll_s,
     )
     s = result.summary
     if not s:  # a non-main accelerate process: rank 0 reports
