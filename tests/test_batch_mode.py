@@ -376,3 +376,63 @@ def test_judge_batch_refuses_probability_mode_and_local_backends(openai_server, 
     )
     assert result.exit_code != 0 and "rules backend calls no model" in result.output
     assert not (tmp_path / "b").exists()
+
+
+def test_text_rendering_metric_in_batch_mode_equals_online(openai_server, tmp_path, frozen_online_clock):
+    from PIL import Image
+
+    from tests.helpers.benchmark import make_benchmark
+
+    bench = make_benchmark(
+        tmp_path / "bench",
+        "text_to_image",
+        [{"id": "a", "prompt": 'a sign saying "OPEN"'}, {"id": "b", "prompt": 'a mug saying "HI"'}],
+    )
+    for i, sid in enumerate("ab"):
+        (tmp_path / "outputs" / "m").mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (16, 16), (255, 40 * i, 0)).save(tmp_path / "outputs" / "m" / f"{sid}.png")
+    openai_server.reply = lambda body: (
+        f"The text reads well. Rating: [[{7 if 'OPEN' in json.dumps(body) else 4}]]"
+    )
+    args = [
+        "metrics",
+        "--benchmark",
+        str(bench),
+        "--config",
+        "text_to_image",
+        "--outputs",
+        str(tmp_path / "outputs"),
+    ]
+    args += ["--metric", "text_rendering", "--judge", "openai:j", "--base-url", openai_server.base_url]
+    shown = {
+        how: _cli(*args, "--out", str(tmp_path / how), *(["--batch"] if how == "batch" else []))
+        for how in ("online", "batch")
+    }
+    assert openai_server.calls == 2 and len(openai_server.batch_api.lines) == 2
+    skip = ("cache", "batches")
+    online, batch = _files(tmp_path / "online", skip), _files(tmp_path / "batch", skip)
+    assert online and online == batch
+    assert shown["online"].replace("online", "batch") == shown["batch"]
+    assert "0.5000" in shown["batch"]  # mean of (7 - 1) / 9 and (4 - 1) / 9
+
+
+def test_metrics_batch_refuses_a_judge_without_a_batch_api(tmp_path):
+    from click.testing import CliRunner
+    from PIL import Image
+
+    from echo_builder.cli import cli
+    from tests.helpers.benchmark import make_benchmark
+
+    bench = make_benchmark(
+        tmp_path / "bench", "text_to_image", [{"id": "a", "prompt": 'a sign saying "OPEN"'}]
+    )
+    (tmp_path / "outputs" / "m").mkdir(parents=True)
+    Image.new("RGB", (16, 16), (255, 255, 255)).save(tmp_path / "outputs" / "m" / "a.png")
+    out = tmp_path / "metrics"
+    args = ["--benchmark", str(bench), "--config", "text_to_image", "--outputs", str(tmp_path / "outputs")]
+    result = CliRunner().invoke(
+        cli,
+        ["metrics", *args, "--metric", "text_rendering", "--judge", "rules", "--out", str(out), "--batch"],
+    )
+    assert result.exit_code == 1 and "--batch needs an openai: backend" in result.output
+    assert not (out / "cache").exists() and not (out / "batches").exists()

@@ -258,6 +258,7 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
 @click.option(
     "--format", "table_format", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True
 )
+@batch_options
 @run_config_option
 def metrics(
     benchmark: str,
@@ -270,6 +271,9 @@ def metrics(
     judge_prompt: str | None,
     table_format: str,
     metric_names: tuple[str, ...] = (),
+    batch: bool = False,
+    batch_retry: str = "online",
+    batch_poll_s: float = 30.0,
     **metric_options: Any,
 ) -> None:
     """Compute the community-driven metrics (every metric of the registry, listed below with what it needs;
@@ -296,6 +300,10 @@ def metrics(
     }
     if judge_prompt is not None:
         run_options["judge_prompt"] = loaded
+    if batch:  # the judge metrics (text_rendering) send their uncached calls through the Batch API
+        from echo_builder.backends.batch import batch_settings
+
+        run_options["batch"] = batch_settings(out_dir, retry=batch_retry, poll_s=batch_poll_s)  # type: ignore[arg-type]
     result = run_metrics(
         benchmark,
         config_name,
