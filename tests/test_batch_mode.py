@@ -436,3 +436,51 @@ def test_metrics_batch_refuses_a_judge_without_a_batch_api(tmp_path):
     )
     assert result.exit_code == 1 and "--batch needs an openai: backend" in result.output
     assert not (out / "cache").exists() and not (out / "batches").exists()
+
+
+def test_a_judge_run_sigkilled_while_polling_resumes_without_a_second_submission(openai_server, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO_ROOT
+    from tests.helpers.scenarios import JudgeScenario
+
+    sc = JudgeScenario(2, tmp_path)
+    openai_server.reply = sc.reply
+    api = openai_server.batch_api
+    api.polls_until_done = 10**6  # the batch stays in progress until the kill
+    run = tmp_path / "run"
+    args = [
+        "judge", "--benchmark", str(sc.benchmark), "--config", "image_to_image", "--outputs", str(sc.outputs),
+        "--judge", "openai:judge", "--base-url", openai_server.base_url, "--out", str(run), "--batch",
+        "--batch-poll", "1",
+    ]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "echo_builder.cli", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while len(api.retrievals) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        assert len(api.retrievals) >= 2, proc.stderr.read().decode() if proc.poll() is not None else "no poll"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert len(api.creates) == 1 and not (run / "verdicts.parquet").exists()
+    [checkpoint] = [json.loads(p.read_text()) for p in (run / "batches").glob("*.json")]
+    assert checkpoint["status"] == "submitted" and checkpoint["batch_id"] == next(iter(api.batches))
+
+    api.polls_until_done = 0
+    _cli(*args)
+    assert len(api.creates) == 1  # the batch in flight was picked up, not submitted again
+    assert openai_server.calls == 0
+    from echo_builder.judge.verdicts_file import read_verdicts
+
+    assert sum(v.status == "ok" for v in read_verdicts(run)) == 5  # 2 samples x 3 models, one output missing

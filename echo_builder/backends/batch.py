@@ -404,6 +404,13 @@ class BatchRunner:
                 status = batch.status
                 if status in TERMINAL_STATES:
                     return batch
+                counts = batch.request_counts
+                log.info(
+                    "batch %s: %s%s",
+                    checkpoint.batch_id,
+                    status,
+                    f", {counts.completed + counts.failed}/{counts.total} answered" if counts is not None else "",
+                )
             except RetryableBackendError as exc:
                 log.info("checking batch %s failed (%s); trying again", checkpoint.batch_id, exc)
             left = deadline - self.settings.clock()
