@@ -190,9 +190,13 @@ def test_failed_lines_go_into_a_follow_up_batch(openai_server, tmp_path):
     assert caller.stats.failures == 0 and caller.stats.attempts == 6
 
 
-def test_an_expired_batch_keeps_its_answers_and_retries_the_rest(openai_server, tmp_path):
+def test_an_expired_batch_keeps_its_answers_and_retries_the_rest(openai_server, tmp_path, caplog):
     openai_server.batch_api.final_status = "expired"
-    results = _caller(openai_server, tmp_path, batch=_settings(tmp_path, retry="none")).call_many(_requests())
+    with caplog.at_level("WARNING", logger="echo_builder.backends.batch"):
+        results = _caller(openai_server, tmp_path, batch=_settings(tmp_path, retry="none")).call_many(
+            _requests()
+        )
+    assert "was expired (the 24 h completion window passed): 2 of 4 calls unanswered" in caplog.text
     assert [r.ok for r in results] == [True, False, True, False]
     assert "batch_expired" in results[1].error and results[1].error_kind == "retries_exhausted"
     assert openai_server.calls == 0

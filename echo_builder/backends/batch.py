@@ -382,6 +382,22 @@ class BatchRunner:
                         answers[line["custom_id"]] = line
         results = {key: self._result(key, request, answers.get(key), batch) for key, request in items.items()}
         self.caller.stats.attempts += len(items)
+        if batch.status in ("expired", "cancelled"):
+            unanswered = sum(1 for r in results.values() if r.reply is None)
+            then = {
+                "online": "sent again online",
+                "batch": "put into a follow-up batch",
+                "none": "recorded as failures",
+            }
+            log.warning(
+                "batch %s was %s%s: %d of %d calls unanswered; they are %s",
+                batch.id,
+                batch.status,
+                " (the 24 h completion window passed)" if batch.status == "expired" else "",
+                unanswered,
+                len(results),
+                then[self.settings.retry],
+            )
         checkpoint.status = "done"
         checkpoint.ended_at = self.settings.clock()
         checkpoint.counts = {
@@ -409,7 +425,9 @@ class BatchRunner:
                     "batch %s: %s%s",
                     checkpoint.batch_id,
                     status,
-                    f", {counts.completed + counts.failed}/{counts.total} answered" if counts is not None else "",
+                    f", {counts.completed + counts.failed}/{counts.total} answered"
+                    if counts is not None
+                    else "",
                 )
             except RetryableBackendError as exc:
                 log.info("checking batch %s failed (%s); trying again", checkpoint.batch_id, exc)
