@@ -3,6 +3,7 @@ answers land in the call cache, and the run's files equal those of an online run
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -253,13 +254,13 @@ def test_batch_mode_needs_an_openai_backend(tmp_path):
 
 
 # -- end to end: build and judge, batch against online ---------------------------------------------------------------
-def _cli(*args: str) -> str:
+def _cli(*args: str, code: int = 0) -> str:
     from click.testing import CliRunner
 
     from echo_builder.cli import cli
 
     result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == code, result.output
     return result.output
 
 
@@ -352,7 +353,58 @@ def test_batch_and_online_judge_runs_give_byte_identical_verdicts_and_leaderboar
     } == {0.0}
 
 
-def test_judge_batch_refuses_probability_mode_and_local_backends(openai_server, tmp_path):
+def _probability_reply(body):
+    """A next-token distribution over the digits that depends on the output image shown."""
+    from tests.helpers.openai_server import Scripted
+    from tests.helpers.scenarios import JudgeScenario
+
+    h = int(hashlib.sha256(JudgeScenario.images(body)[-1].encode()).hexdigest()[:4], 16)
+    top, second = str(1 + h % 9), str(1 + (h + 4) % 9)
+    return Scripted(top, next_token_probs={top: 0.6, second: 0.3, "x": 0.1})
+
+
+@pytest.mark.parametrize("logprobs", [True, False])
+def test_probability_mode_in_batch_equals_online(openai_server, tmp_path, logprobs):
+    from tests.helpers.scenarios import JudgeScenario
+
+    sc = JudgeScenario(3, tmp_path)
+    openai_server.reply = _probability_reply
+    openai_server.logprobs_supported = logprobs
+    args = [
+        "judge",
+        "--benchmark",
+        str(sc.benchmark),
+        "--config",
+        "image_to_image",
+        "--outputs",
+        str(sc.outputs),
+    ]
+    args += ["--judge", "openai:judge", "--base-url", openai_server.base_url, "--mode", "probability"]
+    code = 0 if logprobs else 1  # every judgment failing is exit status 1
+    _cli(*args, "--out", str(tmp_path / "online"), code=code)
+    assert openai_server.calls == 8
+    openai_server.reset_log()
+    _cli(*args, "--out", str(tmp_path / "batch"), "--batch", code=code)
+    assert openai_server.calls == 0  # no call went online, also when the server gave no log-probabilities
+    lines = openai_server.batch_api.lines
+    assert len(lines) == 8 and {(b["body"]["max_tokens"], b["body"]["top_logprobs"]) for b in lines} == {
+        (1, 20)
+    }
+    online = (tmp_path / "online" / "verdicts.parquet").read_bytes()
+    assert online == (tmp_path / "batch" / "verdicts.parquet").read_bytes()
+    from echo_builder.judge.verdicts_file import read_verdicts
+
+    verdicts = read_verdicts(tmp_path / "batch")
+    if logprobs:
+        assert sum(v.status == "ok" for v in verdicts) == 8 and all(
+            1 <= v.rating <= 9 for v in verdicts if v.status == "ok"
+        )
+    else:
+        assert sum(v.status == "error" for v in verdicts) == 8
+        assert all("log-probabilities" in v.error for v in verdicts if v.status == "error")
+
+
+def test_batch_is_refused_for_backends_without_a_batch_api(openai_server, tmp_path):
     from click.testing import CliRunner
 
     from echo_builder.cli import cli
@@ -368,11 +420,8 @@ def test_judge_batch_refuses_probability_mode_and_local_backends(openai_server, 
         "--outputs",
         str(sc.outputs),
     ]
-    result = CliRunner().invoke(
-        cli, [*base, "--judge", "openai:j", "--base-url", openai_server.base_url, "--mode", "probability",
-              "--out", str(tmp_path / "p"), "--batch"],
-    )  # fmt: skip
-    assert result.exit_code != 0 and "probability mode" in result.output
+    result = CliRunner().invoke(cli, [*base, "--judge", "rules", "--out", str(tmp_path / "p"), "--batch"])
+    assert result.exit_code != 0 and "--batch needs an openai: backend" in result.output
     assert not (tmp_path / "p").exists()  # refused before anything was written
     (tmp_path / "posts.jsonl").write_text("")
     result = CliRunner().invoke(

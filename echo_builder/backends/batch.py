@@ -64,6 +64,7 @@ __all__ = [
     "batch_line",
     "batch_settings",
     "check_batchable",
+    "prefetch_candidates",
 ]
 
 log = get_logger(__name__)
@@ -215,6 +216,8 @@ class BatchRunner:
         self.settings = settings
         self.state_dir = Path(settings.state_dir)
         self.root = Path(settings.root) if settings.root is not None else self.state_dir
+        #: the candidate answers when the calls score next-token probabilities (:func:`prefetch_candidates`)
+        self.candidates: tuple[str, ...] | None = None
 
     # -- entry point -------------------------------------------------------------------------------------------------
     async def run(self, todo: Sequence[tuple[str, CallRequest]]) -> dict[str, CallResult]:
@@ -247,6 +250,8 @@ class BatchRunner:
             for k, r in results.items()
             if r.reply is None and r.error_kind == "retries_exhausted" and self.settings.retry != "none"
         }
+        if retry and self.candidates is not None and self.settings.retry == "online":
+            retry = {}  # the judge's own per-call path sends them online (a cache miss there)
         if retry and self.settings.retry == "batch":
             log.info("%d failed batch lines go into a follow-up batch", len(retry))
             follow = [
@@ -268,10 +273,17 @@ class BatchRunner:
         return results
 
     # -- submission ----------------------------------------------------------------------------------------------------
+    def _params(self, request: CallRequest) -> Any:
+        """The parameters sent: those of ``request``, or those of next-token scoring (as
+        :meth:`OpenAIBackend.acandidate_probabilities` sends them) when :attr:`candidates` is set."""
+        if self.candidates is None:
+            return request.params
+        return request.params.model_copy(update={"max_tokens": 1, "logprobs": True, "top_logprobs": 20})
+
     def _lines(self, items: dict[str, CallRequest]) -> list[bytes]:
         return [
             json.dumps(
-                batch_line(key, self.backend.request_json(request.messages, request.params)),
+                batch_line(key, self.backend.request_json(request.messages, self._params(request))),
                 ensure_ascii=False,
                 separators=(",", ":"),
             ).encode("utf-8")
@@ -467,10 +479,14 @@ class BatchRunner:
         if isinstance(response, dict) and response.get("status_code") == 200:
             try:
                 reply = self.caller._redacted(
-                    self.backend.reply_from_completion(response.get("body"), request.params, latency_s=0.0)
+                    self.backend.reply_from_completion(
+                        response.get("body"), self._params(request), latency_s=0.0
+                    )
                 )
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 return self._failure(request, key, f"{where}: unreadable reply: {exc}", retryable=True)
+            if self.candidates is not None:
+                return self._store_candidates(request, key, reply)
             self.caller._store(request, key, reply)
             return CallResult(request, key, reply=reply, attempts=1)
         if answer is None:
@@ -493,6 +509,31 @@ class BatchRunner:
         return self._failure(
             request, key, f"{where}: {code or 'error'}: {message or 'no reason given'}", retryable=True
         )
+
+    def _store_candidates(self, request: CallRequest, key: str, reply: Any) -> CallResult:
+        """Turn a scoring reply into candidate probabilities (as the online path does) and cache them."""
+        from echo_builder.backends.caller import CallResult
+        from echo_builder.backends.openai_backend import candidate_scores_from_reply
+        from echo_builder.cache import CacheWriteError
+
+        try:
+            scores = candidate_scores_from_reply(reply, self.candidates or (), self.backend.backend_id)
+        except BackendError as exc:  # the online path's own error, word for word
+            return self._failure(request, key, str(exc), retryable=False)
+        if self.caller.cache is not None:
+            try:
+                self.caller.cache.put(
+                    key,
+                    scores.model_dump(mode="json"),
+                    backend=self.backend.backend_id,
+                    stage=request.stage,
+                    prompt_version=request.prompt_version,
+                    latency_s=0.0,
+                )
+            except CacheWriteError as exc:
+                self.caller._halted = exc
+                raise
+        return CallResult(request, key, reply=reply, attempts=1)
 
     def _failure(
         self, request: CallRequest, key: str, why: str, *, retryable: bool, status: int | None = None
@@ -561,6 +602,42 @@ class BatchRunner:
             ):
                 found.append(checkpoint)
         return sorted(found, key=lambda c: c.submitted_at or 0.0)
+
+
+async def prefetch_candidates(
+    caller: ModelCaller, requests: Sequence[CallRequest], candidates: Sequence[str]
+) -> list[str | None]:
+    """Answer the next-token scoring calls of ``requests`` (as :meth:`ModelCaller.acandidate_probabilities
+    <echo_builder.backends.caller.ModelCaller.acandidate_probabilities>` would make them) in one Batch API job and
+    store their candidate probabilities in the caller's cache, where the per-call path then finds them.
+
+    Returns, per request, ``None`` (answered, cached before, or left to the online path: a transient failure with
+    ``retry="online"``) or the reason its call failed for good (permanent, or ``retry`` ``batch``/``none``).
+    Does nothing (all ``None``) when the caller has no batch settings or no cache.
+    """
+    if caller.batch is None or caller.cache is None or not requests:
+        return [None] * len(requests)
+    keys: list[str] = []
+    todo: dict[str, CallRequest] = {}
+    for request in requests:
+        prepared = caller._prepare(request)
+        key = caller._key(prepared, kind="candidates", extra={"candidates": list(candidates)})
+        keys.append(key)
+        if key not in todo and key not in caller.cache:
+            todo[key] = prepared
+    if not todo:
+        return [None] * len(requests)
+    runner = BatchRunner(caller, caller.batch)
+    runner.candidates = tuple(candidates)
+    results = await runner.run(list(todo.items()))
+    errors: list[str | None] = []
+    for key in keys:
+        result = results.get(key)
+        transient_online = (
+            result is not None and result.error_kind == "retries_exhausted" and caller.batch.retry == "online"
+        )
+        errors.append(None if result is None or result.ok or transient_online else result.error)
+    return errors
 
 
 async def _gather_all(awaitables: Any) -> list[Any]:

@@ -474,16 +474,24 @@ class OpenAIBackend(Backend):
         reply = await self.agenerate(
             messages, base.model_copy(update={"max_tokens": 1, "logprobs": True, "top_logprobs": 20})
         )
-        if reply.logprobs_status != "ok" or not reply.logprobs:
-            raise LogprobsUnavailableError(
-                f"{self.backend_id}: the server returned no token log-probabilities; probability scoring needs a "
-                "server that supports `logprobs` (OpenAI, vLLM, SGLang do)",
-                backend_id=self.backend_id,
-            )
-        return candidate_logprobs_from_alternatives(reply, candidates)
+        return candidate_scores_from_reply(reply, candidates, self.backend_id)
 
     async def aclose(self) -> None:
         await self.connection.aclose()
+
+
+def candidate_scores_from_reply(reply: Reply, candidates: Sequence[str], backend_id: str) -> CandidateScores:
+    """:func:`candidate_logprobs_from_alternatives` of a one-token scoring reply (online or from a batch).
+
+    Raises :class:`LogprobsUnavailableError` when the reply holds no log-probabilities or none of the candidates.
+    """
+    if reply.logprobs_status != "ok" or not reply.logprobs:
+        raise LogprobsUnavailableError(
+            f"{backend_id}: the server returned no token log-probabilities; probability scoring needs a "
+            "server that supports `logprobs` (OpenAI, vLLM, SGLang do)",
+            backend_id=backend_id,
+        )
+    return candidate_logprobs_from_alternatives(reply, candidates)
 
 
 def candidate_logprobs_from_alternatives(reply: Reply, candidates: Sequence[str]) -> CandidateScores:

@@ -191,8 +191,8 @@ def run_judging(
         run_config: the ``--run-config`` file the command read (path, SHA-256, its values and the keys the
             command line overrode; :func:`echo_builder.commands.options.run_config_record`), kept in ``run.json``
             under ``run_config`` when given.
-        batch: send the calls the cache cannot answer through the OpenAI Batch API (``openai:`` judges, single
-            and pairwise modes; :mod:`echo_builder.backends.batch`), checkpointing batch ids in ``RUN/batches``.
+        batch: send the calls the cache cannot answer through the OpenAI Batch API (``openai:`` judges, every
+            mode; :mod:`echo_builder.backends.batch`), checkpointing batch ids in ``RUN/batches``.
             The verdicts equal an online run's for the same replies, except ``latency_s``, which is 0.0 for a
             call answered in a batch (a batch has no per-call wall time).
         batch_retry: ``online``, ``batch`` or ``none``: what happens to lines a batch failed transiently.
@@ -200,7 +200,7 @@ def run_judging(
 
     Raises:
         ConfigError: no judges, no models, unknown mode, unreadable outputs, or a bad or unfitting prompt file;
-            ``batch`` with a judge that has no Batch API or with probability mode.
+            ``batch`` with a judge that has no Batch API.
     """
     from echo_dataset.loading import read_config
 
@@ -249,11 +249,6 @@ def run_judging(
     if batch:
         from echo_builder.backends.batch import batch_settings, check_batchable
 
-        if mode == "probability":
-            raise ConfigError(
-                "--batch covers the single and pairwise modes; probability mode scores next-token "
-                "log-probabilities one call at a time: run it without --batch"
-            )
         for backend in backends.values():
             check_batchable(backend)
         batching = batch_settings(out, retry=batch_retry, poll_s=batch_poll_s)
