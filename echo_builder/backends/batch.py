@@ -11,9 +11,10 @@ window at about half the price of online calls, and returns a JSONL file of answ
    and ``max_file_bytes`` bytes per file; larger runs become several batches);
 2. uploads the file (``client.files.create(purpose="batch")``) and creates the batch
    (``client.batches.create(completion_window="24h")``), writing a checkpoint file under ``state_dir``
-   (``OUT/batches/<id>.json``, atomically) before the upload, after it and after the creation, so a killed run
-   never submits the same calls twice: a rerun finds the checkpoint, retrieves the batch in flight (or finds it
-   by its input file when the kill came between creation and checkpoint) and waits for it;
+   (``OUT/batches/<hash of the call keys>-<n>.json``, atomically) before the upload, after it and after the
+   creation, so a killed run never submits the same calls twice: a rerun finds the checkpoint, retrieves the
+   batch in flight (or finds it by its input file when the kill came between creation and checkpoint) and waits
+   for it;
 3. polls ``client.batches.retrieve`` with exponential backoff (``poll_initial_s`` doubling to ``poll_max_s``)
    until the batch ends or ``max_wait_s`` has passed since submission (default 25 h: the 24 h window plus an hour
    for the server to finalise); past it the run stops with an error naming the checkpoint, and a rerun picks the
@@ -27,6 +28,9 @@ window at about half the price of online calls, and returns a JSONL file of answ
    or ``cancelled`` batch left unanswered) ``online`` (with the caller's retry policy), in one follow-up
    ``batch``, or not at all (``none``); other failures (400, 401, 404, ...) are recorded as permanent failures of
    their call, like online.
+
+Next-token scoring (the judge's probability mode) is batched by :func:`prefetch_candidates`: the one-token
+calls with ``top_logprobs`` 20, whose candidate probabilities are cached as the online path caches them.
 
 A reply that came through a batch has ``latency_s == 0.0``: a batch has no per-call wall time (its own wall time,
 submission to end, is in the checkpoint file). Only ``openai:`` backends can batch (:func:`check_batchable`).
@@ -322,7 +326,11 @@ class BatchRunner:
         """Upload ``items`` and create their batch, checkpointing before the upload, after it and after creation."""
         ids = sorted(items)
         digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
-        checkpoint = _Checkpoint(name=f"{digest}.json", backend=self.backend.backend_id, custom_ids=ids)
+        number = 1  # the same calls submitted again (a follow-up batch, a rerun after expiry): a new file
+        while (self.state_dir / f"{digest}-{number}.json").exists():
+            number += 1
+        name = f"{digest}-{number}.json"
+        checkpoint = _Checkpoint(name=name, backend=self.backend.backend_id, custom_ids=ids)
         self._save(checkpoint)
         data = b"".join(self._lines(items))
         client = self.backend.connection.client()
