@@ -236,6 +236,23 @@ def test_a_batch_still_running_at_the_deadline_stops_with_its_checkpoint_named(o
     assert len(openai_server.batch_api.creates) == 1
 
 
+def test_a_batch_the_server_fails_stops_the_run_with_the_servers_reason(openai_server, tmp_path, monkeypatch):
+    from echo_builder.backends import batch as batch_module
+
+    monkeypatch.setattr(
+        batch_module,
+        "batch_line",
+        lambda key, body: {"custom_id": key, "method": "GET", "url": "/x", "body": body},
+    )
+    with pytest.raises(
+        BatchError, match=r"batch-\d+ failed validation on the server: line 1: malformed line"
+    ):
+        _caller(openai_server, tmp_path, batch=_settings(tmp_path)).call_many(_requests(2))
+    [checkpoint] = [json.loads(p.read_text()) for p in (tmp_path / "batches").glob("*.json")]
+    assert checkpoint["status"] == "failed" and checkpoint["batch_status"] == "failed"
+    assert openai_server.calls == 0
+
+
 def test_large_runs_are_split_into_several_batches(openai_server, tmp_path):
     results = _caller(openai_server, tmp_path, batch=_settings(tmp_path, max_requests=3)).call_many(
         _requests(7)
