@@ -506,6 +506,11 @@ def test_metrics_batch_refuses_a_judge_without_a_batch_api(tmp_path):
     )
     assert result.exit_code == 1 and "--batch needs an openai: backend" in result.output
     assert not (out / "cache").exists() and not (out / "batches").exists()
+    result = CliRunner().invoke(
+        cli, ["metrics", *args, "--metric", "color_shift", "--out", str(out), "--batch"]
+    )
+    assert result.exit_code == 1 and "give --judge openai:<model>" in result.output
+    assert not out.exists()
 
 
 def test_a_judge_run_sigkilled_while_polling_resumes_without_a_second_submission(openai_server, tmp_path):

@@ -302,6 +302,12 @@ def metrics(
         run_options["judge_prompt"] = loaded
     if batch:  # the judge metrics (text_rendering) send their uncached calls through the Batch API
         from echo_builder.backends.batch import batch_settings
+        from echo_builder.errors import ConfigError
+
+        if not judges:
+            raise ConfigError(
+                "--batch sends the judge metrics' calls through the Batch API; give --judge openai:<model>"
+            )
 
         run_options["batch"] = batch_settings(out_dir, retry=batch_retry, poll_s=batch_poll_s)  # type: ignore[arg-type]
     result = run_metrics(
