@@ -506,6 +506,7 @@ def test_metrics_batch_refuses_a_judge_without_a_batch_api(tmp_path):
     )
     assert result.exit_code == 1 and "--batch needs an openai: backend" in result.output
     assert not (out / "cache").exists() and not (out / "batches").exists()
+    out = tmp_path / "metrics-no-judge"
     result = CliRunner().invoke(
         cli, ["metrics", *args, "--metric", "color_shift", "--out", str(out), "--batch"]
     )
