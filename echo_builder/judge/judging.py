@@ -376,13 +376,13 @@ class Judge:
                 (base, CallRequest(messages, params, stage="judge-prob", prompt_version=template.version))
             )
         failed: dict[int, str] = {}
-        if (
-            getattr(self.caller, "batch", None) is not None
-        ):  # one Batch API job; then every call is a cache hit
+        # in batch mode, one Batch API job answers every call: the per-call path below then hits the cache
+        if getattr(self.caller, "batch", None) is not None:
             from echo_builder.backends.batch import prefetch_candidates
 
             slots = [i for i, (_, r) in enumerate(prepared) if isinstance(r, CallRequest)]
-            errors = await prefetch_candidates(self.caller, [prepared[i][1] for i in slots], candidates)  # type: ignore[misc]
+            requests = [r for _, r in prepared if isinstance(r, CallRequest)]
+            errors = await prefetch_candidates(self.caller, requests, candidates)
             failed = {i: e for i, e in zip(slots, errors, strict=True) if e is not None}
 
         async def one(i: int, base: dict[str, Any], request: CallRequest | Verdict) -> Verdict:
