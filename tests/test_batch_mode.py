@@ -253,6 +253,13 @@ def test_a_batch_the_server_fails_stops_the_run_with_the_servers_reason(openai_s
     assert openai_server.calls == 0
 
 
+def test_a_failed_status_check_is_retried_at_the_next_poll(openai_server, tmp_path):
+    openai_server.batch_api.retrieve_errors = 2
+    results = _caller(openai_server, tmp_path, batch=_settings(tmp_path)).call_many(_requests(2))
+    assert all(r.ok for r in results) and openai_server.batch_api.retrieve_errors == 0
+    assert len(openai_server.batch_api.retrievals) == 1 and len(openai_server.batch_api.creates) == 1
+
+
 def test_large_runs_are_split_into_several_batches(openai_server, tmp_path):
     results = _caller(openai_server, tmp_path, batch=_settings(tmp_path, max_requests=3)).call_many(
         _requests(7)

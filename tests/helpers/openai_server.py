@@ -185,6 +185,7 @@ class BatchAPI:
 
     Attributes:
         polls_until_done: retrievals of a batch answered ``in_progress`` before it ends.
+        retrieve_errors: the next this many retrievals of a batch are answered HTTP 500 (and not counted).
         final_status: how a batch ends: ``completed``, ``expired`` (lines for which :attr:`expire_line` is true
             land in the error file as ``batch_expired``; the others are answered) or ``cancelled`` (no line is
             answered: each is a ``batch_cancelled`` error line).
@@ -197,6 +198,7 @@ class BatchAPI:
     """
 
     polls_until_done: int = 0
+    retrieve_errors: int = 0
     final_status: str = "completed"
     line_error: Callable[[dict[str, Any]], int | None] | None = None
     expire_line: Callable[[int, dict[str, Any]], bool] = field(default=lambda i, line: i % 2 == 1)
@@ -762,6 +764,10 @@ class _Handler(BaseHTTPRequestHandler):
                 "last_id": data[-1]["id"] if data else None,
             }
             self._send(200, json.dumps(page).encode())
+        elif parts[-2] == "batches" and api.retrieve_errors > 0:
+            with owner._lock:
+                api.retrieve_errors -= 1
+            self._send(500, b'{"error": {"message": "internal error", "type": "server_error"}}')
         elif parts[-2] == "batches":
             batch = owner.retrieve_batch(parts[-1])
             if batch is None:
