@@ -1,5 +1,6 @@
 """The curation pipeline: the declared stages (collect -> query -> relevance -> threads -> extract -> media ->
-roles -> templates -> screenshots -> tier -> applicability, plus any plugin stage), resumable.
+roles -> templates -> screenshots -> tier -> applicability, then the optional safety stage when ``nsfw_check`` is
+set, plus any plugin stage), resumable.
 
 The stages are declared in :mod:`echo_builder.stages.registry` (one module per stage); :func:`build` runs them in
 order on one shared context and does, once for all of them, what every stage needs: each stage's files are written
@@ -89,6 +90,13 @@ class BuildConfig:
             (``test-0000K-of-0000N.parquet``); ``None``: 500 MB, the shard size ``datasets``' ``push_to_hub`` uses.
         skip_stages: names of plugin stages (entry point ``echo_bench.stages``) this build leaves out; the built-in
             stages always run. A build that runs other stages than the built-ins records them in ``build.json``.
+        nsfw_check: run the optional ``safety`` stage (:mod:`echo_builder.stages.safety`), which fills ``has_nsfw``
+            of every row with images: ``"nudenet"`` (NudeNet's shipped detector, the ``nsfw`` extra), a VLM spec
+            such as ``openai:gpt-4o`` (:class:`echo_builder.safety.VlmNsfwChecker`), or a checker object (what
+            :func:`echo_builder.safety.create_checker` returns; tests inject scripted ones). ``None`` (default):
+            no screening, ``has_nsfw`` stays null.
+        nsfw_threshold: the checker's flagging threshold in [0, 1]; ``None``: its default (NudeNet 0.6, VLM 0.5).
+        nsfw_options: checker options (NudeNet: ``classes``; a VLM: its backend's options such as ``base_url``).
         batch: send the model calls the cache cannot answer through the OpenAI Batch API (``openai:`` backends;
             :mod:`echo_builder.backends.batch`), checkpointing batch ids in ``OUT/batches``. The stage files equal
             an online build's for the same replies; a build may switch between batch and online when resumed.
@@ -122,6 +130,9 @@ class BuildConfig:
     max_shard_bytes: int | None = None
     salt_file: str | Path | None = None
     skip_stages: Sequence[str] = ()
+    nsfw_check: Any = None
+    nsfw_threshold: float | None = None
+    nsfw_options: dict[str, Any] = field(default_factory=dict)
     batch: bool = False
     batch_retry: str = "online"
     batch_poll_s: float = 30.0
@@ -272,7 +283,11 @@ def _settings(config: BuildConfig, stages: Sequence[str]) -> dict[str, Any]:
         "pseudonymize": config.pseudonymize,
         "license": config.license,
     }
-    if list(stages) != [d.name for d in builtin_order()]:
+    if config.nsfw_check is not None:  # recorded only when set: a build without it keeps its build.json
+        from echo_builder.stages.safety import screening_settings
+
+        settings["nsfw_check"] = screening_settings(config)
+    if list(stages) != [d.name for d in builtin_order(config)]:
         settings["stages"] = list(stages)
     return settings
 
@@ -302,7 +317,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         raise ConfigError(f"relevance threshold must be 1-5, got {config.relevance_threshold}")
     if config.concurrency < 1:
         raise ConfigError(f"concurrency must be >= 1, got {config.concurrency}")
-    stages = active_stages(config.skip_stages)
+    stages = active_stages(config.skip_stages, config)
     prepared = {d.name: d.prepare(config) for d in stages if d.prepare is not None}
     if not re.fullmatch(r"[a-z0-9][a-z0-9.+-]{0,63}", config.license or ""):
         raise ConfigError(

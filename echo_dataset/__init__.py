@@ -16,6 +16,7 @@ __all__ = [
     "SPLIT",
     "__version__",
     "features_for",
+    "iter_config",
     "load_config",
     "pseudonymize",
     "read_config",
@@ -30,6 +31,7 @@ SPLIT = "test"
 # Lazy attributes: ``import echo_dataset`` stays light (no datasets / pyarrow import) for judge and metrics.
 _LAZY = {
     "features_for": "echo_dataset.features",
+    "iter_config": "echo_dataset.loading",
     "load_config": "echo_dataset.loading",
     "read_config": "echo_dataset.loading",
     "pseudonymize": "echo_dataset.pseudonym",

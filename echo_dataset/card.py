@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_TERMS",
     "card_context_from_report",
     "front_matter",
+    "nsfw_line",
     "render_card",
 ]
 
@@ -62,8 +63,23 @@ def card_context_from_report(report: Mapping[str, Any], **extra: Any) -> dict[st
             {k: s.get(k) for k in ("name", "in", "out", "failures")} for s in report.get("stages") or ()
         ],
     }
+    screening = next((s for s in report.get("stages") or () if s.get("name") == "safety"), None)
+    if screening is not None:  # the optional NSFW screening stage ran (build --nsfw-check)
+        context["nsfw_screening"] = {k: screening.get(k) for k in ("detector", "threshold", "flagged")}
     context.update(extra)
     return context
+
+
+def nsfw_line(screening: Mapping[str, Any] | None) -> str | None:
+    """The card's provenance line for the NSFW screening, e.g. ``- NSFW screening: `nudenet-3.4.2:320n@...`,
+    threshold 0.6; rows flagged (`has_nsfw` true): 2``; ``None`` when no screening ran."""
+    if not screening:
+        return None
+    flagged = screening.get("flagged")
+    return (
+        f"- NSFW screening: `{screening.get('detector') or _UNKNOWN}`, threshold {screening.get('threshold')}"
+        + (f"; rows flagged (`has_nsfw` true): {flagged}" if flagged is not None else "")
+    )
 
 
 def front_matter(
@@ -136,7 +152,8 @@ def render_card(
             ``backend``, ``backend_snapshots``, ``prompt_versions`` (name -> version), ``package_version``,
             ``stages`` (``[{name, in, out, failures}]``), ``dropped`` (Trash/Discard count), ``license``,
             ``license_name``, ``license_note``, ``pretty_name``, ``description``, ``pseudonymized``,
-            ``public_salt`` (whether pseudonyms used the public default salt).
+            ``public_salt`` (whether pseudonyms used the public default salt), ``nsfw_screening``
+            (``{detector, threshold, flagged}`` of the optional safety stage; see :func:`nsfw_line`).
         counts: rows per config.
         template: a template file; default ``echo_dataset/templates/echo_card.md.tmpl``.
         dataset_info: per-config ``dataset_info`` YAML entries (see :func:`front_matter`).
@@ -176,6 +193,7 @@ def render_card(
             ),
             f"- Prompt versions: {prompts or _UNKNOWN}",
             f"- echo-bench version: {context.get('package_version') or __version__}",
+            *filter(None, [nsfw_line(context.get("nsfw_screening"))]),
         ]
     )
     baseline = ""

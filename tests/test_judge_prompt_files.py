@@ -43,6 +43,10 @@ BUILTIN_HASHES = {
         "7991c81fda960bd336b94af5d3ee0fdb22fc1cf309c0c321061db84909a8e9b5",
     ),
     "text-rendering": ("echo-text-v1", "fbc4e2ad498a3752ea3bc6348e43d7bf6d4fd4dd0a0e2768554768f7a8e447a8"),
+    "text-rendering-ocr": (
+        "echo-text-ocr-v1",
+        "d5370824f9cec66a239b96a6d4c35763448bd31085d2fdeb95a2fc8eb42e9b75",
+    ),
 }
 
 

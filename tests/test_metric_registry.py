@@ -65,6 +65,7 @@ def test_built_in_metrics_are_declared_in_order_with_their_specs():
     assert [o.name for o in METRICS.get("structure_distance").options] == [
         "dino_weights",
         "structure_reduction",
+        "structure_decode",
     ]
     assert METRICS.get("face_identity").option_defaults() == {"face_backend": "dlib", "face_model_dir": None}
     assert applicability_flags() == ("no_color_shift", "structure", "face_identity", "text_rendering")

@@ -59,6 +59,8 @@ def test_the_wheel_ships_the_modules_and_evaluate_loads_them_from_root(tmp_path)
         for file in (f"{module}.py", "README.md", "app.py", "requirements.txt"):
             assert f"echo_builder/metrics/{module}/{file}" in names, f"{module}/{file} is not in the wheel"
     assert "echo_builder/metrics/__init__.py" in names and "echo_builder/metrics/publish.py" in names
+    # the VLM NSFW screening prompt (echo_builder.safety.VlmNsfwChecker) is package data too
+    assert "echo_builder/prompt_files/nsfw-screen.yaml" in names
 
     target = tmp_path / "site"
     subprocess.run(

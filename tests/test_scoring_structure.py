@@ -364,3 +364,77 @@ def test_real_dino_weights_see_a_color_cast_as_unchanged_structure(shared_data):
         [after, after], [tint / "gpt4o_before.webp", shifted], weights=os.environ["ECHO_DINO_WEIGHTS"]
     )
     assert result.values[0] < result.values[1] / 3, result.values
+
+
+# --- the torchvision decode path (nvJPEG on CUDA; exercised here on the CPU with the same code) ---------------
+
+
+@pytest.fixture(scope="module")
+def tv_scorer() -> DinoStructure:
+    return DinoStructure("random:0", device="cpu", batch_size=16, decode="torchvision", num_workers=2)
+
+
+def _jpeg(array: np.ndarray, **save: object) -> bytes:
+    return _encode_with(Image.fromarray(array), "JPEG", quality=92, **save)
+
+
+def _encode_with(img: Image.Image, fmt: str, **save: object) -> bytes:
+    buffer = io.BytesIO()
+    img.save(buffer, format=fmt, **save)
+    return buffer.getvalue()
+
+
+def test_torchvision_decoding_agrees_with_pillow(scorer, tv_scorer, photo, tmp_path):
+    torchvision_io = pytest.importorskip("torchvision.io")
+    rng = np.random.default_rng(1)
+    inputs, outputs = [], []
+    for k, shift in enumerate(rng.integers(0, 60, 6)):
+        base = photo if k % 2 else np.asarray(Image.fromarray(photo).resize((1024, 768)))
+        path = tmp_path / f"in{k}.jpg"
+        path.write_bytes(_jpeg(base))
+        inputs.append(str(path) if k % 3 else {"bytes": path.read_bytes(), "path": None})
+        outputs.append(_jpeg(translate(base, int(shift))))
+    inputs.append(_jpeg(data.camera()))  # a grey JPEG
+    outputs.append(_jpeg(translate(np.stack([data.camera()] * 3, -1), 12)))
+    pillow = scorer.distance(inputs, outputs)
+    tv = tv_scorer.distance(inputs, outputs)
+    assert tv.nan_reasons == [None] * 7 and pillow.nan_reasons == [None] * 7
+    # torch's antialiased bicubic follows Pillow's filter to a few 8-bit levels, not bit for bit
+    np.testing.assert_allclose(tv.values, pillow.values, rtol=0.05, atol=2e-4)
+    assert np.all(tv.values[pillow.values > 1e-3] > 1e-3)
+    assert tv.extras["backend"].endswith("+decode=torchvision")
+    assert "decode" not in pillow.extras["backend"]
+    # the decoded pixels themselves: within a few levels of Pillow's resize of the same JPEG
+    encoded = outputs[0]
+    ours = tv_scorer._decode_jpegs([encoded])[0].numpy().astype(int)
+    reference = np.asarray(
+        Image.open(io.BytesIO(encoded)).convert("RGB").resize((224, 224), Image.Resampling.BICUBIC)
+    ).astype(int)
+    assert ours.shape == (224, 224, 3)
+    assert np.abs(ours - reference).mean() < 1.5 and np.abs(ours - reference).max() <= 40
+    assert torchvision_io.decode_jpeg is not None
+
+
+def test_torchvision_path_hands_everything_else_to_pillow(scorer, tv_scorer, photo):
+    rgb = Image.fromarray(photo)
+    cmyk = _encode_with(rgb.convert("CMYK"), "JPEG")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotated: Pillow applies it, so the torchvision path must not take this one
+    rotated = _encode_with(rgb, "JPEG", exif=exif.tobytes())
+    png = _encode_with(rgb, "PNG")
+    truncated = _jpeg(photo)[:2000]
+    inputs = [cmyk, rotated, png, photo, photo]
+    outputs = [cmyk, rotated, png, truncated, b"\xff\xd8\xffjunk"]
+    tv = tv_scorer.distance(inputs, outputs, on_image_error="nan")
+    pillow = scorer.distance(inputs, outputs, on_image_error="nan")
+    np.testing.assert_allclose(tv.values[:3], 0.0, atol=1e-7)
+    assert tv.nan_reasons[:3] == [None] * 3
+    # broken JPEGs get Pillow's reasons, the same as without torchvision
+    assert tv.nan_reasons[3:] == pillow.nan_reasons[3:]
+    assert all(reason.startswith("unreadable image: sample") for reason in tv.nan_reasons[3:])
+
+
+def test_decode_option_is_checked_and_auto_follows_the_device():
+    assert DinoStructure("random:0", device="cpu").decode == "pillow"
+    with pytest.raises(ConfigError, match="decode must be one of"):
+        DinoStructure("random:0", device="cpu", decode="nvjpeg")

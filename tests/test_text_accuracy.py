@@ -5,6 +5,7 @@ GPT-4o poster with Chinese text (shared data)."""
 from __future__ import annotations
 
 import io
+import math
 import shutil
 import subprocess
 import sys
@@ -618,3 +619,98 @@ def test_space_playground_shows_text_accuracy_for_a_quoting_prompt(engine):
 
 def pd_isna(value) -> bool:
     return value is None or (isinstance(value, float) and value != value)
+
+
+# ------------------------------------------------------------------- echo-bench metrics --text-field COLUMN
+def _text_field_benchmark(tmp_path: Path) -> tuple[Path, Path]:
+    """A text_to_image config with a ``sign_text`` column (a string, a list, an empty value) and one model's
+    Pillow-rendered outputs."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table(
+        {
+            "id": ["shop", "label", "none", "quoted"],
+            "prompt": ["a shop sign", "a jar label", "a sign", 'a sign "CLOSED"'],
+            "sign_text": [["OPEN 24/7"], ["BEST BEFORE", "12/2026"], [], ["OPEN"]],
+        }
+    )
+    (tmp_path / "bench" / "text_to_image").mkdir(parents=True)
+    pq.write_table(table, tmp_path / "bench" / "text_to_image" / "test-00000-of-00001.parquet")
+    model = tmp_path / "outputs" / "m"
+    model.mkdir(parents=True)
+    render("OPEN 24/7").save(model / "shop.png")
+    render("BEST BEFORE\n12/2027", size=(560, 300)).save(model / "label.png")
+    render("OPEN").save(model / "none.png")
+    render("OPEN").save(model / "quoted.png")
+    return tmp_path / "bench", tmp_path / "outputs"
+
+
+@pytest.mark.slow
+def test_metrics_cli_text_field_column(engine, tmp_path):
+    """``--text-field COLUMN`` takes the required strings from a dataset column instead of the quotes, end to end
+    through the CLI with the real OCR weights."""
+    import json
+
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from echo_builder.cli import cli
+
+    bench, outputs = _text_field_benchmark(tmp_path)
+    base = ["metrics", "--benchmark", str(bench), "--config", "text_to_image", "--outputs", str(outputs)]
+    result = CliRunner().invoke(
+        cli, [*base, "--metric", "text_accuracy", "--text-field", "sign_text", "--out", str(tmp_path / "res")]
+    )
+    assert result.exit_code == 0, result.output
+    rows = pd.read_parquet(tmp_path / "res" / "metrics.parquet").set_index("sample_id")
+    assert rows.loc["shop", "value"] == 1.0
+    # "BEST BEFORE" exact, "12/2026" read as 12/2027: 1 edit of 7 characters; the mean of the two strings
+    assert rows.loc["label", "value"] == pytest.approx((1.0 + (1 - 1 / 7)) / 2)
+    assert math.isnan(rows.loc["none", "value"]) and rows.loc["none", "nan_reason"] == NO_TEXT_FIELD
+    # the column wins over the prompt's quotes: "OPEN" is required, not "CLOSED"
+    assert rows.loc["quoted", "value"] == 1.0
+    assert json.loads(rows.loc["quoted", "detail"])["required"] == ["OPEN"]
+    # without --text-field the prompt's quotes are the required text again
+    again = CliRunner().invoke(cli, [*base, "--metric", "text_accuracy", "--out", str(tmp_path / "res2")])
+    assert again.exit_code == 0, again.output
+    plain = pd.read_parquet(tmp_path / "res2" / "metrics.parquet").set_index("sample_id")
+    assert plain.loc["quoted", "value"] < 0.5 and plain.loc["shop", "nan_reason"] == NO_REQUIRED_TEXT
+
+
+def test_metrics_cli_text_field_unknown_column_writes_nothing(tmp_path):
+    from click.testing import CliRunner
+
+    from echo_builder.cli import cli
+    from tests.helpers.benchmark import make_benchmark
+
+    bench = make_benchmark(tmp_path / "bench", "text_to_image", [{"id": "a", "prompt": 'a sign "OPEN"'}])
+    (tmp_path / "outputs" / "m").mkdir(parents=True)
+    Image.new("RGB", (16, 16)).save(tmp_path / "outputs" / "m" / "a.png")
+    out = tmp_path / "res"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "metrics",
+            *("--benchmark", str(bench), "--config", "text_to_image"),
+            *("--outputs", str(tmp_path / "outputs"), "--out", str(out)),
+            *("--metric", "text_accuracy", "--text-field", "sign_txt"),
+        ],
+    )
+    assert result.exit_code == 1
+    assert "--text-field 'sign_txt' (text_accuracy)" in result.output
+    assert "its columns: id, input_images, prompt" in result.output
+    assert not out.exists()
+    other = CliRunner().invoke(
+        cli,
+        [
+            "metrics",
+            *("--benchmark", str(bench), "--config", "text_to_image"),
+            *("--outputs", str(tmp_path / "outputs"), "--out", str(out)),
+            *("--metric", "color_shift", "--text-field", "prompt"),
+        ],
+    )
+    assert other.exit_code == 1 and "--text-field applies to the metric text_accuracy" in other.output
+    assert not out.exists()
+    helped = CliRunner().invoke(cli, ["metrics", "--help"])
+    assert "--text-field COLUMN" in helped.output

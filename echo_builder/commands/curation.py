@@ -134,6 +134,28 @@ __all__ = ["build", "publish"]
     help="Leave out this plugin stage (installed through the echo_bench.stages entry point); repeatable. The "
     "built-in stages always run.",
 )
+@click.option(
+    "--nsfw-check",
+    "nsfw_check",
+    metavar="nudenet|SPEC",
+    help="Screen every dataset row's images for NSFW content (the optional safety stage) and fill has_nsfw: "
+    "'nudenet' (NudeNet's detector shipped in its wheel, offline on CPU; pip install 'echo-bench[nsfw]') or a VLM "
+    "spec such as openai:gpt-4o. Per-image detections go to OUT/stages/safety.jsonl, the detector and threshold "
+    "to report.json and the card. Default: no screening (has_nsfw stays null).",
+)
+@click.option(
+    "--nsfw-threshold",
+    type=Number(float, 0.0, 1.0),
+    help="Score at or above which a detection flags an image (default: nudenet 0.6, a VLM's confidence 0.5).",
+)
+@click.option(
+    "--nsfw-option",
+    "nsfw_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Checker option; repeatable. nudenet: classes=A,B (the NudeNet classes that flag); a VLM: prompt_file=FILE "
+    "(a prompt of format echo-bench-nsfw-prompt/1) and its backend's options (base_url, ...).",
+)
 @batch_options
 @run_config_option
 def build(
@@ -160,6 +182,9 @@ def build(
     salt_file: str | None,
     license_id: str,
     skip_stages: tuple[str, ...],
+    nsfw_check: str | None,
+    nsfw_threshold: float | None,
+    nsfw_options: tuple[str, ...],
     batch: bool = False,
     batch_retry: str = "online",
     batch_poll_s: float = 30.0,
@@ -167,7 +192,7 @@ def build(
     """Curate posts from SOURCES (export files or folders) into benchmark samples.
 
     Stages: collect, query, relevance, threads, extract, media, roles, templates, screenshots, tier,
-    applicability, and any installed plugin stage in its declared place. Writes OUT/stages/*.jsonl, OUT/report.json and the dataset itself: OUT/<config>/*.parquet
+    applicability, safety (only with --nsfw-check), and any installed plugin stage in its declared place. Writes OUT/stages/*.jsonl, OUT/report.json and the dataset itself: OUT/<config>/*.parquet
     with OUT/README.md, readable with datasets.load_dataset(OUT, "text_to_image") and ready for `publish`.
     """
     from echo_builder.pipeline import BuildConfig
@@ -208,10 +233,15 @@ def build(
         salt_file=salt_file,
         license=license_id,
         skip_stages=skip_stages,
+        nsfw_check=nsfw_check,
+        nsfw_threshold=nsfw_threshold,
+        nsfw_options=parse_options(nsfw_options),
         batch=batch,
         batch_retry=batch_retry,
         batch_poll_s=batch_poll_s,
     )
+    if nsfw_check is None and (nsfw_threshold is not None or nsfw_options):
+        raise click.UsageError("--nsfw-threshold and --nsfw-option need --nsfw-check")
     header_shown = False
 
     def show(entry: dict[str, Any]) -> None:

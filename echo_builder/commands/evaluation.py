@@ -218,6 +218,7 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
         "float": click.FLOAT,
         "path": click.Path(),
         "choice": click.Choice(list(option.choices)),
+        "column": click.STRING,
     }
     text = option.help if option.help.startswith(definition.name) else f"{definition.name}: {option.help}"
     if option.type == "bool":
@@ -229,6 +230,7 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
         type=kinds[option.type],
         default=option.default,
         show_default=option.default is not None,
+        metavar="COLUMN" if option.type == "column" else None,
         help=text,
     )
 
@@ -279,11 +281,18 @@ def metrics(
     """Compute the community-driven metrics (every metric of the registry, listed below with what it needs;
     plugins included) for every model's outputs; writes per-sample rows, a per-model summary and color
     swatches."""
+    from echo_builder.errors import ConfigError
     from echo_builder.scoring.run import run_metrics
 
+    ocr_evidence = bool(metric_options.get("ocr_evidence"))
+    if ocr_evidence and (not judges or (metric_names and "text_rendering" not in metric_names)):
+        raise ConfigError(
+            "--ocr-evidence applies to the judge's text_rendering: pass --judge SPEC (and --metric text_rendering "
+            "when naming metrics)"
+        )
     if judge_prompt is not None:
-        from echo_builder.errors import ConfigError
         from echo_builder.judge.prompts import load_judge_prompt
+        from echo_builder.scoring.text import check_ocr_placeholder
 
         if metric_names and "text_rendering" not in metric_names:
             raise ConfigError("--judge-prompt applies to --metric text_rendering only")
@@ -292,6 +301,7 @@ def metrics(
             raise ConfigError(
                 f"judge prompt {judge_prompt}: field 'answer.kind' is {loaded.answer!r}; text_rendering needs 'rating'"
             )
+        check_ocr_placeholder(loaded, ocr_evidence)
     run_options: dict[str, Any] = {
         **metric_options,  # each metric's declared options (--dino-weights, --face-backend, ...)
         "judges": list(judges),
@@ -703,17 +713,61 @@ def _push_results(
 
 
 @click.command()
-@click.argument("run", type=click.Path(exists=True))
+@click.argument("run", required=False, type=click.Path(exists=True))
 @click.option(
     "--human",
-    required=True,
     type=click.Path(exists=True, dir_okay=False),
-    help="Human pairwise votes with sample_id, model_a, model_b, winner.",
+    help="With RUN: human pairwise votes with sample_id, model_a, model_b, winner.",
+)
+@click.option(
+    "--metrics",
+    "metrics_dirs",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    metavar="METRICS_DIR",
+    help="Instead of RUN: the --out folder of an echo-bench metrics run; repeatable (e.g. one folder with "
+    "text_accuracy, one with text_rendering from a judge).",
+)
+@click.option(
+    "--between",
+    nargs=2,
+    metavar="METRIC METRIC",
+    help="With --metrics: the two metrics to compare per output (model, sample), e.g. text_rendering "
+    "text_accuracy.",
+)
+@click.option(
+    "--n-boot",
+    default=1000,
+    show_default=True,
+    type=Number(int, 10, MAX_N_BOOT),
+    help="--metrics: bootstrap replicates of the rank-correlation intervals (resampling samples).",
+)
+@click.option(
+    "--seed", default=0, show_default=True, type=Number(int, 0, MAX_SEED), help="--metrics: bootstrap seed."
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def agreement(run: str, human: str, fmt: str) -> None:
-    """Agreement of a judge RUN with human votes: pair agreement (with and without ties), Kendall tau-b of the
-    model rankings, and Kendall's W among the judges."""
+def agreement(
+    run: str | None,
+    human: str | None,
+    metrics_dirs: tuple[str, ...],
+    between: tuple[str, str] | None,
+    n_boot: int,
+    seed: int,
+    fmt: str,
+) -> None:
+    """Agreement of a judge RUN with --human votes (pair agreement with and without ties, Kendall tau-b of the
+    model rankings, Kendall's W among the judges), or of two metrics per sample: --metrics DIR --between A B
+    (Kendall tau-b and Spearman rho with 95% bootstrap intervals over samples, pooled and per model, and the
+    pairs dropped as NaN by reason)."""
+    if metrics_dirs or between:
+        if run or human:
+            raise click.UsageError("give RUN --human FILE, or --metrics DIR --between A B, not both")
+        if not metrics_dirs or not between:
+            raise click.UsageError("--metrics DIR and --between METRIC METRIC go together")
+        _metric_agreement(metrics_dirs, between, n_boot, seed, fmt)
+        return
+    if not run or not human:
+        raise click.UsageError("give RUN --human FILE (judge vs humans) or --metrics DIR --between A B")
     from echo_builder.judge.agreement import judge_human_agreement
 
     report = judge_human_agreement(run, human)
@@ -736,6 +790,56 @@ def agreement(run: str, human: str, fmt: str) -> None:
         if w["reason"] is None
         else f"\nKendall's W among judges: n/a ({w['reason']})"
     )
+
+
+def _metric_agreement(
+    metrics_dirs: tuple[str, ...], between: tuple[str, str], n_boot: int, seed: int, fmt: str
+) -> None:
+    """``agreement --metrics DIR --between A B``: print the report of
+    :func:`~echo_builder.judge.agreement.metric_agreement`."""
+    import math
+
+    from echo_builder.judge.agreement import metric_agreement
+
+    report = metric_agreement(metrics_dirs, between, n_boot=n_boot, seed=seed)
+    if fmt == "json":
+        click.echo(_strict_json(report))
+        return
+
+    def number(value: float, width: int = 6) -> str:
+        return f"{value:{width}.3f}" if math.isfinite(value) else f"{'n/a':>{width}}"
+
+    def interval(low: float, high: float) -> str:
+        return f"[{low:.3f}, {high:.3f}]" if math.isfinite(low) and math.isfinite(high) else "n/a"
+
+    first, second = report["between"]
+    click.echo(f"{first} vs {second}, per output (model, sample); 95% bootstrap intervals over samples")
+    click.echo(
+        f"{'models':<28} {'n':>5} {'samples':>7} {'tau-b':>6} {'95% CI':<17} {'rho':>6} {'95% CI':<17}"
+    )
+    for label, row in [("all (pooled)", report["pooled"])] + [(r["model"], r) for r in report["per_model"]]:
+        click.echo(
+            f"{label[:28]:<28} {row['n']:>5} {row['n_groups']:>7} {number(row['tau_b'])} "
+            f"{interval(row['tau_low'], row['tau_high']):<17} {number(row['rho'])} "
+            f"{interval(row['rho_low'], row['rho_high']):<17}"
+        )
+        if row["reason"]:
+            click.echo(f"  undefined: {row['reason']}")
+        elif row["n_degenerate"]:
+            click.echo(
+                f"  {row['n_degenerate']} of {row['n_boot']} replicates had a constant side (left out)"
+            )
+    click.echo(
+        f"\noutputs: {report['n_outputs']}, paired: {report['pooled']['n']}, dropped: {report['n_dropped']}"
+    )
+    for reason, count in report["dropped"].items():
+        click.echo(f"  dropped x{count}: {reason}")
+    directions = report["higher_is_better"]
+    if len({d for d in directions.values() if d is not None}) > 1:
+        click.echo(
+            "\nnote: one metric is higher-is-better and the other lower-is-better, so agreement shows as a "
+            "negative correlation"
+        )
 
 
 @click.command("publish-metrics")

@@ -68,6 +68,26 @@ _SHOWN_FAILURES = 5
     is_flag=True,
     help="Also retry samples recorded as refused or nsfw (errors are always retried).",
 )
+@click.option(
+    "--nsfw-check",
+    "nsfw_check",
+    metavar="nudenet|SPEC",
+    help="Screen each generated image before it is written: 'nudenet' (offline detector; pip install "
+    "'echo-bench[nsfw]') or a VLM spec such as openai:gpt-4o. A flagged image is withheld (status nsfw, the "
+    "detections in the manifest), never silently dropped.",
+)
+@click.option(
+    "--nsfw-threshold",
+    type=Number(float, 0.0, 1.0),
+    help="Score at or above which a detection flags an image (default: nudenet 0.6, a VLM's confidence 0.5).",
+)
+@click.option(
+    "--nsfw-option",
+    "nsfw_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Checker option; repeatable (nudenet: classes=A,B; a VLM: prompt_file=FILE and its backend's options).",
+)
 @run_config_option
 def generate(
     benchmark: str,
@@ -80,11 +100,14 @@ def generate(
     options: tuple[str, ...],
     base_url: str | None,
     retry_refused: bool,
+    nsfw_check: str | None,
+    nsfw_threshold: float | None,
+    nsfw_options: tuple[str, ...],
 ) -> None:
     """Generate one image per benchmark sample with a model: OUT/<name>/<sample_id>.png plus manifest.json.
 
-    Samples already generated are skipped (rerun after a crash to resume); failures (refusals, NSFW blocks,
-    errors, missing input images) are recorded per sample in the manifest and shown by judge and metrics as
+    Samples already generated are skipped (rerun after a crash to resume); failures (refusals, NSFW blocks
+    by the model or by --nsfw-check, errors, missing input images) are recorded per sample in the manifest and shown by judge and metrics as
     missing outputs. Several GPUs: accelerate launch --num_processes K -m echo_builder.cli generate ...
     Then: echo-bench judge --outputs OUT ... and echo-bench metrics --outputs OUT ...
     """
@@ -108,6 +131,9 @@ def generate(
         limit=limit,
         options=opts,
         retry_refused=retry_refused,
+        nsfw_check=nsfw_check,
+        nsfw_threshold=nsfw_threshold,
+        nsfw_options=parse_options(nsfw_options),
     )
     s = result.summary
     if not s:  # a non-main accelerate process: rank 0 reports

@@ -48,7 +48,7 @@ def _rows(kinds: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, 
         if kind == "stage":  # in the order build runs them, not the order their modules were found
             from echo_builder.stages.registry import stage_order
 
-            position = {definition.name: i for i, definition in enumerate(stage_order())}
+            position = {definition.name: i for i, definition in enumerate(stage_order(optional=True))}
             listed = sorted(listed, key=lambda e: position.get(e.name, len(position)))
         for entry in listed:
             entries.append(

@@ -267,10 +267,48 @@ def _safe_generate(generator: Generator, requests: Sequence[GenerationRequest]) 
         return [GenerationResult("error", message=message, seconds=seconds) for _ in requests]
 
 
+def _screen(checker: Any, data: bytes, sample_id: str) -> tuple[dict[str, Any], str | None]:
+    """Screen an encoded output: (the record's ``screening`` entry, the reason to withhold it or ``None``).
+
+    A flagged image is withheld with status ``nsfw``; one the checker cannot screen is withheld with status
+    ``error`` (errors are retried by the next run), never written unscreened.
+    """
+    from echo_builder.errors import MissingDependencyError
+
+    entry: dict[str, Any] = {
+        "detector": None,
+        "threshold": checker.threshold,
+        "flagged": None,
+        "detections": [],
+    }
+    try:
+        screened = checker.check(data, name=f"the output of {sample_id}")
+    except MissingDependencyError:
+        raise
+    except Exception as exc:  # confined to this sample: recorded, the run goes on
+        entry["error"] = redact(f"{type(exc).__name__}: {exc}")
+        return entry, f"NSFW screening failed, output withheld: {entry['error']}"
+    entry.update(
+        detector=screened.detector_id, flagged=bool(screened.flagged), detections=screened.detections
+    )
+    if not screened.flagged:
+        return entry, None
+    hits = ", ".join(f"{d['class']} {d['score']:.2f}" for d in screened.flagging) or "flagged"
+    return entry, (
+        f"withheld by NSFW screening ({screened.detector_id}, threshold {screened.threshold}): {hits}"
+    )
+
+
 def _finish(
-    model_dir: Path, request: GenerationRequest, result: GenerationResult, rank: int
+    model_dir: Path,
+    request: GenerationRequest,
+    result: GenerationResult,
+    rank: int,
+    checker: Any = None,
 ) -> dict[str, Any]:
-    """Write the image (atomically) and return the sample's record."""
+    """Write the image (atomically) and return the sample's record. With an NSFW ``checker`` the record gets
+    ``screening`` (detector, threshold, flagged, every raw detection) and a flagged image is not written: its
+    status is ``nsfw`` with the flagging detections in the message."""
     from PIL import Image
 
     from echo_builder.imaging import open_image
@@ -302,18 +340,24 @@ def _finish(
                 width, height = open_image(data, name="the generated image").size
         except ImageError as exc:
             record.update(status="error", message=f"the generator returned an unreadable image: {exc}")
-        else:
-            try:  # atomically (a temporary file, then a rename), never through a link planted at the path
-                write_bytes(model_dir, path, data)
-            except OutputWriteError as exc:
-                raise ConfigError(f"{exc}; the outputs and records written so far are kept") from None
-            record.update(
-                file=path.name,
-                bytes=len(data),
-                sha256=hashlib.sha256(data).hexdigest(),
-                width=width,
-                height=height,
-            )
+            return {**record, "finished_at": time.time()}
+        if checker is not None:
+            record["screening"], withheld = _screen(checker, data, request.sample_id)
+            if withheld is not None:
+                status = "nsfw" if record["screening"]["flagged"] else "error"
+                record.update(status=status, message=withheld)
+                return {**record, "finished_at": time.time()}
+        try:  # atomically (a temporary file, then a rename), never through a link planted at the path
+            write_bytes(model_dir, path, data)
+        except OutputWriteError as exc:
+            raise ConfigError(f"{exc}; the outputs and records written so far are kept") from None
+        record.update(
+            file=path.name,
+            bytes=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+            width=width,
+            height=height,
+        )
     record["finished_at"] = time.time()
     return record
 
@@ -340,6 +384,9 @@ def run_generation(
     options: Mapping[str, Any] | None = None,
     retry_refused: bool = False,
     progress: bool = True,
+    nsfw_check: Any = None,
+    nsfw_threshold: float | None = None,
+    nsfw_options: Mapping[str, Any] | None = None,
 ) -> GenerationRunResult:
     """Generate an image for every sample of ``config`` with ``model`` into ``out_dir/name/``.
 
@@ -354,6 +401,12 @@ def run_generation(
         options: generator options (``{"steps": 4, "dtype": "bfloat16"}``); unknown keys are an error.
         retry_refused: also retry samples whose recorded outcome is ``refused`` or ``nsfw``.
         progress: show a progress bar (main process, on a terminal).
+        nsfw_check: screen every generated image before it is written (:func:`echo_builder.safety.create_checker`:
+            ``"nudenet"``, a VLM spec, or a checker object). A flagged image is withheld, not written: its record
+            has status ``nsfw`` and a message naming the detector, threshold and flagging detections; every
+            screened record keeps ``screening`` (``detector``, ``threshold``, ``flagged``, raw ``detections``).
+            An image the checker cannot screen is withheld with status ``error`` (retried by the next run).
+        nsfw_threshold, nsfw_options: the checker's threshold (``None``: its default) and options.
 
     Returns:
         :class:`GenerationRunResult`; on the main process ``summary`` counts samples skipped, generated and
@@ -374,6 +427,13 @@ def run_generation(
     if limit is not None and limit < 1:
         raise ConfigError(f"limit must be >= 1, got {limit}")
     started = time.time()
+    checker = None
+    if nsfw_check is not None:  # a bad checker or a missing extra fails before anything is written
+        from echo_builder.safety import create_checker
+
+        checker = create_checker(nsfw_check, threshold=nsfw_threshold, options=nsfw_options)
+    elif nsfw_threshold is not None or nsfw_options:
+        raise ConfigError("nsfw_threshold and nsfw_options need nsfw_check")
     generator = create_generator(model, **dict(options or {}))
     rows = read_config(benchmark, config)
     samples = rows[:limit] if limit is not None else rows
@@ -447,7 +507,9 @@ def run_generation(
                 model_s += time.perf_counter() - t_model
                 for request, result in zip(requests, results, strict=True):
                     written.append(
-                        writer.submit(_finish, model_dir, request, result or next(generated), procs.rank)
+                        writer.submit(
+                            _finish, model_dir, request, result or next(generated), procs.rank, checker
+                        )
                     )
                 record_finished(keep=2 * generator.batch_size)
             record_finished(keep=0)
@@ -485,6 +547,10 @@ def run_generation(
         "config": config,
         "runs": [*previous.get("runs", []), run_entry],
     }
+    if checker is not None:  # recorded only when screening ran: other manifests are as before
+        header["nsfw_screening"] = {"detector": checker.detector_id, "threshold": checker.threshold}
+    elif "nsfw_screening" in previous:  # an earlier run's screening still describes the outputs it wrote
+        header["nsfw_screening"] = previous["nsfw_screening"]
     written = write_manifest(model_dir, header, records, order=[r["id"] for r in rows])
     for tmp in model_dir.glob(".*.png.tmp-*"):  # left by a crashed run; every process is done now
         tmp.unlink(missing_ok=True)

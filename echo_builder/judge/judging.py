@@ -54,6 +54,8 @@ class JudgeItem:
         model: the model that produced ``output``.
         output: the output image, or ``None`` when the model produced none.
         output_error: why the output is missing, when known (e.g. the generator's refusal).
+        ocr_text: what an OCR engine read in ``output`` (lines joined with newlines), for a judge prompt that
+            places ``{ocr_text}`` (``metrics text_rendering --ocr-evidence``); ``None``: no OCR evidence.
     """
 
     sample_id: str
@@ -62,6 +64,7 @@ class JudgeItem:
     model: str
     output: Any | None
     output_error: str | None = field(default=None, compare=False)
+    ocr_text: str | None = None
 
 
 def trig_score(probabilities: dict[str, float]) -> tuple[float, float]:
@@ -143,7 +146,7 @@ class Judge:
         self, template: JudgePrompt, item: JudgeItem, outputs: Sequence[ImagePart]
     ) -> tuple[Message, ...]:
         inputs = [self._image(img, f"{item.sample_id} input {i}") for i, img in enumerate(item.inputs)]
-        parts = render_parts(template, item.prompt, inputs, outputs)
+        parts = render_parts(template, item.prompt, inputs, outputs, ocr_text=item.ocr_text)
         user = tuple(TextPart(p) if isinstance(p, str) else p for p in parts)
         if not template.system:
             return (Message("user", user),)

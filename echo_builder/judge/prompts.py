@@ -15,8 +15,10 @@ asked and how its answer is read:
 - ``temperature`` (0-2); ``image``: ``short_side`` (px), ``resample`` (a Pillow filter name) and ``jpeg_quality``.
 
 Template placeholders (single pass; ``{{`` and ``}}`` are literal braces, so text inserted from a sample is never
-read as a placeholder): text ``{prompt}`` (the user's prompt, quoted with :func:`quote_slot`), ``{n_inputs}``
-and each field; images (``interleaved`` only) ``{input_images}`` (every input not named one by one),
+read as a placeholder): text ``{prompt}`` (the user's prompt, quoted with :func:`quote_slot`), ``{n_inputs}``,
+``{ocr_text}`` (the lines an OCR engine read in the output image, quoted with :func:`quote_slot` for an
+``<ocr_text>`` slot; only in the user template, and a prompt using it needs the OCR text of every item:
+``metrics --ocr-evidence``) and each field; images (``interleaved`` only) ``{input_images}`` (every input not named one by one),
 ``{input_image_K}`` (the K-th input, K from 1; nothing when the sample has fewer), ``{output_images}`` and
 ``{output_image_K}`` (pairwise: 1 is the output shown first). Inputs that no placeholder names go before the text.
 
@@ -55,6 +57,7 @@ __all__ = [
     "RESAMPLING_FILTERS",
     "SINGLE",
     "TEXT_RENDERING",
+    "TEXT_RENDERING_OCR",
     "JudgePrompt",
     "builtin_prompt",
     "load_judge_prompt",
@@ -78,6 +81,8 @@ _REASK = {
 _BUILTIN_DIR = Path(__file__).with_name("prompt_files")
 _TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _IMAGE_NAME = re.compile(r"(input|output)_image_([1-9][0-9]*)")
+#: the placeholder of the OCR evidence (see the module docstring)
+OCR_TEXT = "ocr_text"
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,11 @@ class JudgePrompt:
     def identity(self) -> dict[str, Any]:
         """What run.json records: name, version, source and content hash."""
         return {"name": self.name, "version": self.version, "source": self.source, "sha256": self.sha256}
+
+    @property
+    def uses_ocr_text(self) -> bool:
+        """Whether the user template has the ``{ocr_text}`` placeholder (OCR evidence beside the image)."""
+        return any(m.group(1) == OCR_TEXT for m in _TOKEN.finditer(self.user))
 
 
 def quote_slot(text: str, tag: str) -> str:
@@ -242,7 +252,7 @@ def prompt_from_mapping(doc: Any, where: str, *, builtin: bool = False) -> Judge
         label = f"fields.{fname}"
         if not isinstance(fname, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", fname):
             raise _fail(where, label, "a field name is letters, digits and _ (not starting with a digit)")
-        if fname in ("prompt", "n_inputs") or _is_image_name(fname):
+        if fname in ("prompt", "n_inputs", OCR_TEXT) or _is_image_name(fname):
             raise _fail(where, label, "this name is a built-in placeholder")
         if isinstance(texts, str):
             texts = {"with_inputs": texts, "without_inputs": texts}
@@ -338,9 +348,10 @@ def _check_placeholders(
 ) -> None:
     names = [m.group(1) for m in _TOKEN.finditer(text) if m.group(1)]
     images = [n for n in names if _is_image_name(n)]
+    builtins = ("prompt", "n_inputs") if nested else ("prompt", "n_inputs", OCR_TEXT)
     for n in names:
-        if n not in fields and n not in ("prompt", "n_inputs") and not _is_image_name(n):
-            known = ", ".join(sorted({"prompt", "n_inputs", *fields}))
+        if n not in fields and n not in builtins and not _is_image_name(n):
+            known = ", ".join(sorted({*builtins, *fields}))
             raise _fail(
                 where, label, f"unknown placeholder {{{n}}}; known: {known} and the image placeholders"
             )
@@ -426,7 +437,7 @@ def _unfilled_placeholder(doc: Any) -> str | None:
 
 def builtin_prompt(name: str) -> JudgePrompt:
     """A prompt shipped with the package (``single``, ``pairwise``, ``probability-digits``, ``probability-trig``,
-    ``text-rendering``); the files are in ``echo_builder/judge/prompt_files/``."""
+    ``text-rendering``, ``text-rendering-ocr``); the files are in ``echo_builder/judge/prompt_files/``."""
     import yaml
 
     path = _BUILTIN_DIR / f"{name}.yaml"
@@ -441,15 +452,23 @@ PAIRWISE = builtin_prompt("pairwise")
 PROBABILITY_DIGITS = builtin_prompt("probability-digits")
 PROBABILITY_TRIG = builtin_prompt("probability-trig")
 TEXT_RENDERING = builtin_prompt("text-rendering")
+TEXT_RENDERING_OCR = builtin_prompt("text-rendering-ocr")
 
 
 # -- rendering -------------------------------------------------------------------------------------------------------
-def _values(template: JudgePrompt, prompt: str, n_inputs: int) -> dict[str, str]:
+def _values(template: JudgePrompt, prompt: str, n_inputs: int, ocr_text: str | None = None) -> dict[str, str]:
     base = {"prompt": quote_slot(prompt, "prompt"), "n_inputs": str(n_inputs)}
     values = dict(base)
     for name, with_inputs, without_inputs in template.fields:
         chosen = with_inputs if n_inputs else without_inputs
         values[name] = "".join(text for text, _ in _tokens(chosen, base))
+    if template.uses_ocr_text:
+        if ocr_text is None:
+            raise ConfigError(
+                f"judge prompt {template.source} ({template.version}) places {{{OCR_TEXT}}} but no OCR text was "
+                "given for the item (metrics --ocr-evidence reads it)"
+            )
+        values[OCR_TEXT] = quote_slot(ocr_text, OCR_TEXT)
     return values
 
 
@@ -471,20 +490,30 @@ def _tokens(text: str, values: Mapping[str, str]) -> list[tuple[str, str | None]
     return out
 
 
-def render(template: JudgePrompt, prompt: str, n_inputs: int) -> str:
-    """The user text of ``template`` for ``prompt`` with ``n_inputs`` input images (image placeholders dropped)."""
-    return "".join(text for text, _ in _tokens(template.user, _values(template, prompt, n_inputs)))
+def render(template: JudgePrompt, prompt: str, n_inputs: int, *, ocr_text: str | None = None) -> str:
+    """The user text of ``template`` for ``prompt`` with ``n_inputs`` input images (image placeholders dropped);
+    ``ocr_text`` fills ``{ocr_text}`` (required when the template places it: :class:`ConfigError` otherwise)."""
+    values = _values(template, prompt, n_inputs, ocr_text)
+    return "".join(text for text, _ in _tokens(template.user, values))
 
 
 def render_parts(
-    template: JudgePrompt, prompt: str, inputs: Sequence[Any], outputs: Sequence[Any]
+    template: JudgePrompt,
+    prompt: str,
+    inputs: Sequence[Any],
+    outputs: Sequence[Any],
+    *,
+    ocr_text: str | None = None,
 ) -> list[Any]:
     """The user message's parts: ``str`` texts and the given image objects, in the template's layout.
 
     ``before_text``: ``[*inputs, *outputs, text]``. ``interleaved``: texts and images in template order, inputs
-    that no placeholder names first; empty texts are left out.
+    that no placeholder names first; empty texts are left out. ``ocr_text`` fills ``{ocr_text}``.
+
+    Raises:
+        ConfigError: the template places ``{ocr_text}`` and ``ocr_text`` is ``None``.
     """
-    tokens = _tokens(template.user, _values(template, prompt, len(inputs)))
+    tokens = _tokens(template.user, _values(template, prompt, len(inputs), ocr_text))
     if template.layout == "before_text":
         return [*inputs, *outputs, "".join(text for text, _ in tokens)]
     named = {

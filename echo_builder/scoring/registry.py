@@ -54,8 +54,10 @@ __all__ = [
 #: JSON-ready values (or ``None``), each stored as that sample's ``detail`` (JSON text) in the metrics table.
 MetricFactory = Callable[[list[list[Any]], list[Any], list[str], Mapping[str, Any]], MetricResult]
 
-#: Types a metric option may declare: how the CLI parses it.
-OPTION_TYPES = ("str", "int", "float", "bool", "path", "choice")
+#: Types a metric option may declare: how the CLI parses it. A ``"column"`` option names a column of the benchmark
+#: config (``echo-bench metrics --text-field rendered_text``); the factory then receives that column's values, one
+#: per sample it scores, in the order of ``outputs`` (a list; ``None`` when the option is not given).
+OPTION_TYPES = ("str", "int", "float", "bool", "path", "choice", "column")
 
 #: Option names ``echo-bench metrics`` uses itself (a metric may not declare them).
 RESERVED_OPTIONS = frozenset(
@@ -91,7 +93,8 @@ class MetricOption:
 
     Attributes:
         name: a lowercase identifier (``dino_weights``); the CLI option is ``--dino-weights``.
-        type: one of :data:`OPTION_TYPES` (``"choice"`` needs ``choices``; ``"bool"`` is a flag).
+        type: one of :data:`OPTION_TYPES` (``"choice"`` needs ``choices``; ``"bool"`` is a flag; ``"column"``
+            takes a benchmark column's name and gives the factory that column's per-sample values).
         default: the value when the option is not given (``None``: not given).
         help: one line for ``--help``.
         choices: the allowed values of a ``"choice"`` option.

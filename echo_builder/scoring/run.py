@@ -144,10 +144,9 @@ def _flag(row: dict[str, Any], name: str) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def _metric_function(
-    name: str, options: dict[str, Any]
-) -> Callable[[list[Any], list[Any], list[str]], MetricResult]:
-    """The registered metric ``name`` as ``f(inputs, outputs, prompts)`` with the run's options bound.
+def _metric_function(name: str, options: dict[str, Any]) -> Callable[..., MetricResult]:
+    """The registered metric ``name`` as ``f(inputs, outputs, prompts, columns=None)`` with the run's options
+    bound; ``columns`` maps each of its ``"column"`` options to that column's values for these samples.
 
     Raises:
         ConfigError: an unknown metric, or one that needs a judge when none is configured.
@@ -163,9 +162,11 @@ def _metric_function(
     factory = definition.load_factory(entry.origin)
     builtin = entry.builtin
 
-    def run(inputs: list[Any], outputs: list[Any], prompts: list[str]) -> MetricResult:
+    def run(
+        inputs: list[Any], outputs: list[Any], prompts: list[str], columns: dict[str, list[Any]] | None = None
+    ) -> MetricResult:
         try:
-            result = factory(inputs, outputs, prompts, bound)
+            result = factory(inputs, outputs, prompts, {**bound, **(columns or {})})
         except (EchoError, ImportError):
             raise
         except Exception as exc:
@@ -242,6 +243,7 @@ def run_metrics(
         if name not in METRICS:
             raise ConfigError(METRICS.unknown_message(name))
     samples = read_config(benchmark, config)
+    column_options = _column_options(names + list(optional_metrics), options, samples, benchmark, config)
     outputs = discover_outputs(outputs_dir)
     unmatched = check_output_matches(benchmark, config, outputs_dir, samples, outputs)
     # `echo-bench generate` records why an output is missing (refused, nsfw, error); the NaN reason shows it
@@ -276,7 +278,11 @@ def run_metrics(
             continue
         for model, files in outputs.items():
             try:
-                rows.extend(_rows_for(name, function, model, samples, files, failures.get(model)))
+                rows.extend(
+                    _rows_for(
+                        name, function, model, samples, files, failures.get(model), column_options.get(name)
+                    )
+                )
             except (EchoError, ImportError) as exc:
                 if strict:
                     raise
@@ -318,6 +324,51 @@ def run_metrics(
     return MetricsRunResult(out, rows, summary, unavailable, unmatched)
 
 
+def _column_options(
+    names: Sequence[str],
+    options: Mapping[str, Any],
+    samples: Sequence[dict[str, Any]],
+    benchmark: str | Path,
+    config: str,
+) -> dict[str, dict[str, str]]:
+    """metric -> {option name: benchmark column} for every ``"column"`` option given, each column checked.
+
+    Raises:
+        ConfigError: a given column is not a column of the config, or is given for a metric this run does not
+            compute (before anything is written).
+    """
+    from echo_builder.scoring.registry import METRICS, metric_definitions
+
+    for definition in metric_definitions():
+        for option in definition.options:
+            if (
+                option.type == "column"
+                and options.get(option.name) is not None
+                and definition.name not in names
+            ):
+                raise ConfigError(
+                    f"{option.cli_name} applies to the metric {definition.name}, which this run does not compute "
+                    f"(add --metric {definition.name})"
+                )
+    found: dict[str, dict[str, str]] = {}
+    present = set().union(*(sample.keys() for sample in samples)) if samples else set()
+    for name in names:
+        if name not in METRICS:
+            continue
+        for option in METRICS.get(name).options:
+            column = options.get(option.name)
+            if option.type != "column" or column is None:
+                continue
+            if not isinstance(column, str) or column not in present:
+                listed = ", ".join(sorted(present)) or "none (the config has no rows)"
+                raise ConfigError(
+                    f"{option.cli_name} {column!r} ({name}): the config {config!r} of {benchmark} has no such "
+                    f"column; its columns: {listed}"
+                )
+            found.setdefault(name, {})[option.name] = column
+    return found
+
+
 #: Columns of ``metrics.parquet`` / ``metrics.csv``, in order.
 ROW_COLUMNS = ("model", "sample_id", "metric", "value", "nan_reason", "note", "detail")
 
@@ -329,7 +380,10 @@ def _rows_for(
     samples: Sequence[dict[str, Any]],
     files: dict[str, Path],
     failures: dict[str, str] | None = None,
+    columns: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
+    """One row per sample; ``columns`` maps the metric's ``"column"`` options to the benchmark column whose
+    values (one per scored sample) the factory receives under that option's name."""
     rows, todo = [], []
     from echo_builder.scoring.registry import metric_definition
 
@@ -355,13 +409,15 @@ def _rows_for(
             reason = (failures or {}).get(sample["id"]) or "the model produced no image"
             rows.append({**base, "value": math.nan, "nan_reason": f"missing output: {reason}"})
         else:
-            todo.append((base, inputs, files[sample["id"]], sample.get("prompt", "")))
+            todo.append((base, inputs, files[sample["id"]], sample.get("prompt", ""), sample))
     if todo:
-        result = function([t[1] for t in todo], [t[2] for t in todo], [t[3] for t in todo])
+        values = {option: [t[4].get(column) for t in todo] for option, column in (columns or {}).items()}
+        arguments = ([t[1] for t in todo], [t[2] for t in todo], [t[3] for t in todo])
+        result = function(*arguments, values) if values else function(*arguments)
         deltas = result.extras.get("deltas")
         per_sample = result.extras.get("details")
         notes = result.extras.get("notes") or [None] * len(todo)
-        for k, (base, _, _, _) in enumerate(todo):
+        for k, (base, *_) in enumerate(todo):
             detail = None
             if per_sample is not None:  # a metric's own per-sample detail (JSON-ready), e.g. text_accuracy's
                 detail = None if per_sample[k] is None else json.dumps(per_sample[k], ensure_ascii=False)

@@ -25,6 +25,13 @@ offline with a :class:`ConfigError` saying how to supply a file); a path to a lo
 original ``dino_deitsmall16_pretrain.pth``, which uses the same parameter names and is timm's own fallback URL
 for this model); ``"random:<seed>"`` builds seeded random weights, for tests and benchmarks only.
 
+Decoding (``decode``): ``"pillow"`` decodes and resizes with Pillow on the CPU (step 1 as written);
+``"torchvision"`` decodes plain RGB/grey JPEGs with ``torchvision.io.decode_jpeg`` on the scorer's device (nvJPEG on
+CUDA, libjpeg-turbo on the CPU) and resizes there with torch's antialiased bicubic interpolation, which follows
+Pillow's filter to within a few 8-bit levels (distances agree to about 1e-3, tests/test_scoring_structure.py);
+every other image (PNG, WebP, CMYK JPEG, an EXIF rotation, unreadable data) takes the Pillow path, so the rules
+and errors of :mod:`echo_builder.imaging` hold for all. ``"auto"`` (default) is torchvision on CUDA, else Pillow.
+
 timm and torch are imported when a scorer is built, never on ``import echo_builder.scoring``.
 """
 
@@ -107,6 +114,70 @@ def _resized_or_error(job: tuple[Any, str]) -> np.ndarray | ImageError:
         return exc
 
 
+DECODERS = ("auto", "pillow", "torchvision")
+
+
+def _has_decode_jpeg() -> bool:
+    """Whether ``torchvision.io.decode_jpeg`` can be imported (torchvision installed, codecs not yet removed)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from torchvision.io import decode_jpeg  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+_JPEG_MAGIC = b"\xff\xd8\xff"
+
+
+def _plain_jpeg(image: Any) -> bytes | None:
+    """The encoded bytes of ``image`` when torchvision may decode it exactly as :func:`load_rgb` would: a JPEG of
+    mode RGB or L within the pixel limit and without an EXIF rotation. ``None`` sends it down the Pillow path (which
+    also gives every error its usual reason)."""
+    from PIL import Image
+
+    from echo_builder.imaging import MAX_PIXELS
+
+    if isinstance(image, dict):
+        image = image.get("bytes") if image.get("bytes") is not None else image.get("path")
+    try:
+        if isinstance(image, (str, os.PathLike)):
+            path = Path(image)
+            if not path.is_file():
+                return None
+            with path.open("rb") as handle:
+                if handle.read(3) != _JPEG_MAGIC:
+                    return None
+            data = path.read_bytes()
+        elif isinstance(image, (bytes, bytearray, memoryview)):
+            data = bytes(image)
+            if not data.startswith(_JPEG_MAGIC):
+                return None
+        else:
+            return None
+        import io
+
+        with Image.open(io.BytesIO(data)) as probe:  # the header only: no pixels decoded here
+            if probe.format != "JPEG" or probe.mode not in ("RGB", "L"):
+                return None
+            if not 0 < probe.width * probe.height <= MAX_PIXELS:
+                return None
+            if probe.getexif().get(0x0112, 1) not in (0, 1):
+                return None
+        return data
+    except Exception:  # anything odd: let the Pillow path decode it and name the problem
+        return None
+
+
+def _jpeg_or_resized(job: tuple[Any, str]) -> bytes | np.ndarray | ImageError:
+    """A worker's share of the torchvision path: the JPEG bytes to decode on the device, else the Pillow result."""
+    data = _plain_jpeg(job[0])
+    return data if data is not None else _resized_or_error(job)
+
+
 def _create_model(weights: str | None) -> Any:
     """The ViT-S/16 with the requested weights, on CPU, in eval mode."""
     torch, timm = _require()
@@ -161,11 +232,14 @@ class DinoStructure:
             0 decodes in the calling thread; ``None`` (default) takes up to 8 threads on a GPU and 0 on CPU. On a
             GPU decoding 1024 px images costs more than the forward pass: on an H200, batch 16 went from 26 to
             178 images/s with 8 threads (bench/RESULTS.md, "GPU paths").
+        decode: ``"auto"`` (default: torchvision's nvJPEG decoder on a CUDA device, Pillow elsewhere),
+            ``"pillow"`` or ``"torchvision"`` (decode_jpeg on the scorer's device, CPU included); see the module
+            docstring for what each path decodes and how closely they agree.
 
     Raises:
         MissingDependencyError: timm or torch is not installed (``pip install 'echo-bench[dino]'``).
         ConfigError: the weights cannot be found or loaded (the message says how to supply them), or a bad
-            ``batch_size``.
+            ``batch_size``, ``num_workers`` or ``decode``.
     """
 
     def __init__(
@@ -175,10 +249,13 @@ class DinoStructure:
         device: Any = None,
         batch_size: int = 16,
         num_workers: int | None = None,
+        decode: str = "auto",
     ) -> None:
         torch, _ = _require()
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+        if decode not in DECODERS:
+            raise ConfigError(f"decode must be one of {', '.join(DECODERS)}, got {decode!r}")
         if num_workers is not None and num_workers < 0:
             raise ConfigError(f"num_workers must be >= 0, got {num_workers}")
         self.weights = weights
@@ -187,6 +264,11 @@ class DinoStructure:
         if num_workers is None:
             num_workers = min(8, os.cpu_count() or 1) if self.device.type != "cpu" else 0
         self.num_workers = num_workers
+        if decode == "auto":
+            decode = "torchvision" if self.device.type == "cuda" and _has_decode_jpeg() else "pillow"
+        elif decode == "torchvision" and not _has_decode_jpeg():
+            raise MissingDependencyError("torchvision", "dino", "structure_distance decode='torchvision'")
+        self.decode = decode
         self._pool = (
             ThreadPoolExecutor(num_workers, thread_name_prefix="dino-decode") if num_workers else None
         )
@@ -204,10 +286,53 @@ class DinoStructure:
         self._mean = torch.tensor(_MEAN, device=self.device).view(1, 3, 1, 1)
         self._std = torch.tensor(_STD, device=self.device).view(1, 3, 1, 1)
 
-    def _decode(self, images: Sequence[Any], names: Sequence[str]) -> list[np.ndarray | ImageError]:
-        """Each image resized to (224, 224, 3) uint8, or the ImageError that stopped it (in worker threads)."""
+    def _decode(self, images: Sequence[Any], names: Sequence[str]) -> list[Any]:
+        """Each image resized to (224, 224, 3) uint8 (a numpy array, or a tensor on the device from the
+        torchvision path), or the ImageError that stopped it; files are read and Pillow decodes in worker
+        threads."""
         jobs = list(zip(images, names, strict=True))
-        return list(self._pool.map(_resized_or_error, jobs) if self._pool else map(_resized_or_error, jobs))
+        work = _jpeg_or_resized if self.decode == "torchvision" else _resized_or_error
+        done: list[Any] = list(self._pool.map(work, jobs) if self._pool else map(work, jobs))
+        jpegs = [k for k, item in enumerate(done) if isinstance(item, bytes)]
+        if jpegs:
+            try:
+                decoded = self._decode_jpegs([done[k] for k in jpegs])
+            except (
+                Exception
+            ):  # a JPEG the device decoder refuses: Pillow decodes (or names the problem) instead
+                decoded = [None] * len(jpegs)
+            for k, pixels in zip(jpegs, decoded, strict=True):
+                done[k] = pixels if pixels is not None else _resized_or_error(jobs[k])
+        return done
+
+    def _decode_jpegs(self, data: Sequence[bytes]) -> list[Any]:
+        """(224, 224, 3) uint8 tensors on the device: one batched ``decode_jpeg`` call, then each image resized
+        with antialiased bicubic interpolation (float, rounded and clipped to 8 bits as Pillow stores it)."""
+        torch, _ = _require()
+        import warnings
+
+        with warnings.catch_warnings():
+            # torchvision 0.29 deprecates its image codecs in favour of TorchCodec; until that lands everywhere
+            # this stays the nvJPEG route (and a torchvision without it sends everything to Pillow)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from torchvision.io import ImageReadMode, decode_jpeg
+
+        encoded = [torch.frombuffer(bytearray(item), dtype=torch.uint8) for item in data]
+        device = self.device if self.device.type in ("cuda", "cpu") else torch.device("cpu")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pictures = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)
+        out = []
+        for picture in pictures:
+            resized = torch.nn.functional.interpolate(
+                picture.unsqueeze(0).float(),
+                size=(IMAGE_SIZE, IMAGE_SIZE),
+                mode="bicubic",
+                antialias=True,
+                align_corners=False,
+            )
+            out.append(resized.round_().clamp_(0, 255).to(torch.uint8)[0].permute(1, 2, 0))
+        return out
 
     def _pixels(self, images: Sequence[Any]) -> Any:
         """(B, 3, 224, 224) float32 normalised batch on the device; raises the first ImageError."""
@@ -217,9 +342,15 @@ class DinoStructure:
                 raise array
         return self._normalised(arrays)
 
-    def _normalised(self, arrays: Sequence[np.ndarray]) -> Any:
+    def _normalised(self, arrays: Sequence[Any]) -> Any:
         torch, _ = _require()
-        batch = torch.from_numpy(np.stack(arrays)).to(self.device)
+        if all(isinstance(array, np.ndarray) for array in arrays):
+            batch = torch.from_numpy(np.stack(arrays)).to(self.device)
+        else:  # some came decoded on the device (torchvision path)
+            batch = torch.stack(
+                [torch.from_numpy(np.array(a)) if isinstance(a, np.ndarray) else a for a in arrays]
+            )
+            batch = batch.to(self.device)
         batch = batch.permute(0, 3, 1, 2).float().div_(255.0)
         return (batch - self._mean) / self._std
 
@@ -383,6 +514,7 @@ class DinoStructure:
                 "backend": (
                     f"dino:{MODEL_NAME}+weights={self.weights or f'hf-hub:timm/{MODEL_NAME}'}"
                     f"+resize=bicubic{IMAGE_SIZE}+reduction={reduction}"
+                    + ("+decode=torchvision" if self.decode == "torchvision" else "")
                 ),
             },
         )
@@ -391,8 +523,8 @@ class DinoStructure:
 
 
 @functools.lru_cache(maxsize=4)
-def _cached(weights: str | None, device: str | None) -> DinoStructure:
-    return DinoStructure(weights, device=device)
+def _cached(weights: str | None, device: str | None, decode: str = "auto") -> DinoStructure:
+    return DinoStructure(weights, device=device, decode=decode)
 
 
 def structure_distance(
@@ -405,15 +537,16 @@ def structure_distance(
     device: Any = None,
     on_image_error: str = "raise",
     progress: bool = False,
+    decode: str = "auto",
 ) -> MetricResult:
-    """Per-sample structure distance with a cached :class:`DinoStructure` per (weights, device).
+    """Per-sample structure distance with a cached :class:`DinoStructure` per (weights, device, decode).
 
     See :meth:`DinoStructure.distance` for the arguments, return value and errors, and the module docstring for
     the definition (ECHO Flow 3; Splice's structure loss). Raises :class:`MissingDependencyError` without timm.
     """
     if weights is not None and not weights.startswith("random:"):
         weights = str(Path(weights).expanduser().resolve())
-    scorer = _cached(weights, None if device is None else str(device))
+    scorer = _cached(weights, None if device is None else str(device), decode)
     return scorer.distance(
         inputs,
         outputs,
@@ -433,6 +566,7 @@ def _score_for_run(
         outputs,
         weights=options.get("dino_weights"),
         reduction=options.get("structure_reduction") or "max",
+        decode=options.get("structure_decode") or "auto",
         on_image_error="nan",
     )
 
@@ -461,6 +595,14 @@ STRUCTURE_DISTANCE_METRIC = declare_metric(
                 "reduced to one value: max (the least preserved input, as the paper), min (the best preserved) or "
                 "first (the first input only).",
                 REDUCTIONS,
+            ),
+            MetricOption(
+                "structure_decode",
+                "choice",
+                "auto",
+                "structure_distance image decoding: auto (torchvision's nvJPEG decoder on a CUDA GPU, Pillow "
+                "elsewhere), pillow, or torchvision (decode_jpeg on the scorer's device; other formats use Pillow).",
+                DECODERS,
             ),
         ),
         description="mean squared difference of DINO ViT-S/16 key self-similarity matrices (Splice's structure loss)",

@@ -56,7 +56,7 @@ from echo_builder.scoring.base import (
     not_applicable_mask,
     register_metric_spec,
 )
-from echo_builder.scoring.registry import MetricDefinition, declare_metric
+from echo_builder.scoring.registry import MetricDefinition, MetricOption, declare_metric
 
 __all__ = [
     "INVALID_PROMPT",
@@ -456,10 +456,13 @@ def text_accuracy(
 def _score_for_run(
     inputs: list[list[Any]], outputs: list[Any], prompts: list[str], options: Any
 ) -> MetricResult:
-    """The registry's factory: :func:`text_accuracy` on the prompts' quoted strings, with ``extras["details"]``
+    """The registry's factory: :func:`text_accuracy` on the prompts' quoted strings, or on the values of the
+    benchmark column named by ``--text-field`` (``options["text_field"]``: one value per sample), with
+    ``extras["details"]``
     (per sample: the OCR backend, the required strings, what the OCR read and the best matches) for the rows'
     ``detail`` column."""
-    result = text_accuracy(prompts, outputs)
+    field_values = options.get("text_field")
+    result = text_accuracy(prompts, outputs, text_field_values=field_values)
     extras = result.extras
     extras["details"] = [
         None
@@ -485,6 +488,14 @@ TEXT_ACCURACY_METRIC = declare_metric(
         applicability_flag="text_rendering",  # the flag of ECHO's text metric: text is what the sample is about
         needs_inputs=False,
         extra="ocr",
+        options=(
+            MetricOption(
+                "text_field",
+                type="column",
+                help="text_accuracy: benchmark column holding the text to render (a string or a list of strings "
+                "per sample), used instead of the prompt's quoted strings; an empty value makes the sample NaN",
+            ),
+        ),
         description="OCR (PP-OCRv4) reads the output; 1 - character error rate of each string the prompt quotes",
     ),
     target="echo_builder.scoring.text_accuracy:TEXT_ACCURACY_METRIC",

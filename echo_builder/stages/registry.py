@@ -146,6 +146,11 @@ class StageDefinition:
             written (raise :class:`~echo_builder.errors.ConfigError`); the value is ``context.prepared[name]``.
         skippable: ``--skip-stage NAME`` may leave it out (plugin stages; the built-ins feed each other).
         description: one line for listings.
+        when: ``when(config) -> bool`` makes the stage **optional**: it runs only in a build whose
+            :class:`~echo_builder.pipeline.BuildConfig` it returns true for (the ``safety`` stage runs only with
+            ``nsfw_check``). ``None`` (the default): the stage always runs. An optional stage writes nothing and
+            has no report entry in a build it is off for, so such a build's files are those of a build without it.
+        extra: the pip extra its dependencies come from (``"nsfw"``), ``None`` for core.
     """
 
     name: str
@@ -160,6 +165,17 @@ class StageDefinition:
     prepare: Callable[[BuildConfig], Any] | None = None
     skippable: bool = False
     description: str = ""
+    when: Callable[[BuildConfig], bool] | None = None
+    extra: str | None = None
+
+    @property
+    def optional(self) -> bool:
+        """The stage runs only in builds its ``when`` predicate accepts."""
+        return self.when is not None
+
+    def enabled(self, config: BuildConfig) -> bool:
+        """Whether a build with ``config`` runs this stage (always, unless it is optional and ``when`` says no)."""
+        return self.when is None or bool(self.when(config))
 
     def __post_init__(self) -> None:
         if self.files is None:
@@ -183,6 +199,8 @@ class StageDefinition:
             )
         if not callable(self.run):
             raise ConfigError(f"stage {self.name!r}: run must be callable, got {self.run!r}")
+        if self.when is not None and not callable(self.when):
+            raise ConfigError(f"stage {self.name!r}: when must be callable or None, got {self.when!r}")
         if self.prepare is not None and not callable(self.prepare):
             raise ConfigError(f"stage {self.name!r}: prepare must be callable or None, got {self.prepare!r}")
         if self.after is not None and (not isinstance(self.after, str) or not self.after):
@@ -221,23 +239,19 @@ def _adopt(name: str, loaded: Any, origin: str) -> tuple[Entry[StageDefinition],
 def _entry(definition: StageDefinition, origin: str) -> Entry[StageDefinition]:
     run = definition.run
     target = f"{getattr(run, '__module__', None) or '?'}:{getattr(run, '__qualname__', definition.name)}"
-    return Entry(
-        definition.name,
-        target,
-        definition.description,
-        None,
-        origin,
-        {
-            "version": definition.version,
-            "after": definition.after,
-            "reads": definition.reads,
-            "writes": definition.writes,
-            "files": definition.files,
-            "report_fields": definition.report_fields,
-            "calls_model": definition.calls_model,
-            "skippable": definition.skippable,
-        },
-    )
+    fields: dict[str, Any] = {
+        "version": definition.version,
+        "after": definition.after,
+        "reads": definition.reads,
+        "writes": definition.writes,
+        "files": definition.files,
+        "report_fields": definition.report_fields,
+        "calls_model": definition.calls_model,
+        "skippable": definition.skippable,
+    }
+    if definition.optional:  # listed only for optional stages: the other entries stay as they were
+        fields["optional"] = True
+    return Entry(definition.name, target, definition.description, definition.extra, origin, fields)
 
 
 #: The built-in stage modules: every module of this package (found without importing it), imported once before
@@ -293,8 +307,14 @@ def _ordered(definitions: list[StageDefinition], builtin: set[str]) -> tuple[lis
     return order, {d.name for d in definitions} - seen
 
 
-def stage_order() -> list[StageDefinition]:
+def stage_order(config: BuildConfig | None = None, *, optional: bool = False) -> list[StageDefinition]:
     """Every usable stage (built-ins and plugins) in the order ``build`` runs them.
+
+    Args:
+        config: with a build's config, the optional stages it enables are included
+            (:meth:`StageDefinition.enabled`).
+        optional: include every optional stage (what exists, for listings), whatever ``config`` says.
+            Without either, the optional stages are left out: the order of a build that enables none.
 
     A plugin stage whose ``after`` names no usable stage, that reads a context field no earlier stage writes, or
     that writes a stage file an earlier stage writes, is reported and removed (:func:`plugin_problems`).
@@ -337,27 +357,36 @@ def stage_order() -> list[StageDefinition]:
             available.update(definition.writes)
             files.update({f: definition.name for f in definition.files or ()})
         if not bad:
-            return order
+            return [
+                d for d in order if not d.optional or optional or (config is not None and d.enabled(config))
+            ]
         for entry, reason in bad:
             _reject(entry, reason)
 
 
-def builtin_order() -> list[StageDefinition]:
-    """The built-in stages in run order (what a build runs with no plugin installed)."""
-    return [d for d in stage_order() if STAGES.entry(d.name).builtin]
+def builtin_order(config: BuildConfig | None = None, *, optional: bool = False) -> list[StageDefinition]:
+    """The built-in stages in run order: what a build runs with no plugin installed (with ``config``: the
+    optional stages it enables included; ``optional=True``: every optional stage included)."""
+    return [d for d in stage_order(config, optional=optional) if STAGES.entry(d.name).builtin]
 
 
-def active_stages(skip: Sequence[str] = ()) -> list[StageDefinition]:
-    """The stages a build runs: :func:`stage_order` less ``skip``.
+def active_stages(skip: Sequence[str] = (), config: BuildConfig | None = None) -> list[StageDefinition]:
+    """The stages a build runs: :func:`stage_order` (the optional stages ``config`` enables included) less
+    ``skip``.
 
     Raises:
         ConfigError: ``skip`` names an unknown stage, or one that cannot be skipped (the built-ins).
     """
     if isinstance(skip, str):
         raise ConfigError(f"skip_stages must be a list of stage names, got {skip!r}")
-    order = stage_order()
+    order = stage_order(config)
     names = {d.name: d for d in order}
     for name in skip:
+        if name not in names and name in STAGES and STAGES.get(name).optional:
+            raise ConfigError(
+                f"the optional stage {name!r} does not run in this build: there is nothing to skip "
+                f"({STAGES.get(name).description})"
+            )
         if name not in names:
             broken = [p for p in STAGES.problems() if p.name == name]
             raise ConfigError(

@@ -4,7 +4,8 @@ Pipeline: ratings -> :func:`pseudo_pairwise` -> :func:`majority_vote` (judge ens
 :func:`head_to_head`, :func:`bootstrap_win_rates` (intervals over prompts), :func:`bradley_terry` and
 :func:`bootstrap_bradley_terry` (Elo scale); human arena votes enter through :func:`load_votes` and
 :func:`votes_to_comparisons`, and :func:`elo_ratings` reproduces an arena's online Elo. Agreement with humans
-(:func:`kendall_tau_b`, :func:`pair_agreement`, :func:`kendalls_w`), OpenING's tie treatments
+(:func:`kendall_tau_b`, :func:`pair_agreement`, :func:`kendalls_w`), rank correlation of two per-sample scores
+with bootstrap intervals (:func:`rank_correlation_bootstrap`), OpenING's tie treatments
 (:func:`win_rates_by_tie_treatment`) and TRIG's trade-off maps (:func:`tradeoff_map`) complete it; plots write
 PNGs. The table formats are documented in :mod:`echo_builder.stats.schema`.
 
@@ -16,11 +17,13 @@ from echo_builder.stats.agreement import (
     KendallW,
     PairAgreement,
     RankAgreement,
+    RankCorrelation,
     TauResult,
     kendall_tau_b,
     kendalls_w,
     model_rank_agreement,
     pair_agreement,
+    rank_correlation_bootstrap,
     sample_rank_agreement,
 )
 from echo_builder.stats.bootstrap import bootstrap_win_rates
@@ -57,6 +60,7 @@ __all__ = [
     "KendallW",
     "PairAgreement",
     "RankAgreement",
+    "RankCorrelation",
     "TauResult",
     "bootstrap_bradley_terry",
     "bootstrap_win_rates",
@@ -76,6 +80,7 @@ __all__ = [
     "plot_tradeoff_heatmap",
     "plot_win_rates",
     "pseudo_pairwise",
+    "rank_correlation_bootstrap",
     "sample_rank_agreement",
     "tradeoff_map",
     "tradeoff_matrix",

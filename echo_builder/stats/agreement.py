@@ -3,7 +3,10 @@
 * Kendall's tau-b (scipy's variant "b", with its p-value), NaN with a reason when it is undefined;
 * pair agreement with and without ties (OpenING, arXiv 2411.18499: IntJudge 82.42% vs GPT-4o 71.08%);
 * Kendall's W among several raters with the tie correction (ECHO: W = 0.49 among 5 experts);
-* model-level (e.g. win rates vs a published leaderboard) and sample-level rank agreement helpers.
+* model-level (e.g. win rates vs a published leaderboard) and sample-level rank agreement helpers;
+* rank correlation of two per-sample scores (Kendall tau-b and Spearman rho) with percentile bootstrap intervals
+  resampling samples (:func:`rank_correlation_bootstrap`), e.g. a VLM judge's text_rendering against the OCR's
+  text_accuracy.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ __all__ = [
     "KendallW",
     "PairAgreement",
     "RankAgreement",
+    "RankCorrelation",
     "TauResult",
     "kendall_tau_b",
     "kendalls_w",
     "model_rank_agreement",
     "pair_agreement",
+    "rank_correlation_bootstrap",
     "sample_rank_agreement",
 ]
 
@@ -272,3 +277,185 @@ def sample_rank_agreement(
     only_a = tuple(sorted(j.index.difference(common)))
     only_b = tuple(sorted(h.index.difference(common)))
     return RankAgreement(tau.tau, tau.p_value, tau.reason, len(common), only_a, only_b)
+
+
+class RankCorrelation(NamedTuple):
+    """Rank correlations of paired scores with percentile bootstrap intervals (see
+    :func:`rank_correlation_bootstrap`).
+
+    Attributes:
+        tau_b: Kendall's tau-b in [-1, 1] on all pairs (NaN when undefined); tau_p: its two-sided p-value.
+        tau_low, tau_high: the interval's bounds (NaN when no replicate defines tau-b).
+        rho: Spearman's rho in [-1, 1] on all pairs (NaN when undefined); rho_p: its two-sided p-value.
+        rho_low, rho_high: its interval's bounds.
+        n: number of pairs; n_groups: number of resampling units (samples).
+        n_boot: replicates drawn; n_degenerate: replicates left out because a side was constant in them (tau-b and
+            rho undefined there), counted in neither percentile.
+        ci: central coverage of the intervals (0.95: 2.5th and 97.5th percentiles).
+        reason: why the point estimates are NaN (fewer than 3 pairs, a constant side), else ``None``.
+    """
+
+    tau_b: float
+    tau_p: float
+    tau_low: float
+    tau_high: float
+    rho: float
+    rho_p: float
+    rho_low: float
+    rho_high: float
+    n: int
+    n_groups: int
+    n_boot: int
+    n_degenerate: int
+    ci: float
+    reason: str | None
+
+
+#: Up to this many pairs, bootstrap replicates are computed as weighted sums over all pairs of items at once (an
+#: n x n comparison matrix); above it, replicate by replicate with scipy.
+_MATRIX_LIMIT = 1200
+
+
+def _replicate_correlations(
+    a: np.ndarray, b: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Kendall tau-b and Spearman rho of each bootstrap replicate (NaN where a side is constant).
+
+    ``counts`` (k, n): how often each pair is drawn in each replicate. A replicate is the multiset holding pair i
+    ``counts[r, i]`` times; a pair drawn twice is tied with itself on both sides, as scipy treats repeated rows.
+    """
+    from scipy import stats
+
+    k, n = counts.shape
+    if n > _MATRIX_LIMIT:
+        taus, rhos = np.full(k, np.nan), np.full(k, np.nan)
+        for r in range(k):
+            draw = np.repeat(np.arange(n), counts[r])
+            xs, ys = a[draw], b[draw]
+            if xs.min() != xs.max() and ys.min() != ys.max():
+                taus[r] = stats.kendalltau(xs, ys, variant="b").statistic
+                rhos[r] = stats.spearmanr(xs, ys).statistic
+        return taus, rhos
+    c = counts.astype(float)
+    total = c.sum(axis=1)
+    sx, sy = np.sign(a[:, None] - a[None, :]), np.sign(b[:, None] - b[None, :])
+
+    def pairs(matrix: np.ndarray) -> np.ndarray:  # sum over ordered pairs of draws of matrix[i, j]
+        return ((c @ matrix) * c).sum(axis=1)
+
+    # tau-b = (P - Q) / sqrt((n0 - n1)(n0 - n2)) over unordered pairs of distinct draws (Kendall 1945)
+    concordance = pairs(sx * sy) / 2.0  # P - Q (ties and a draw with itself add 0)
+    n0 = total * (total - 1) / 2.0
+    tied_x = (pairs((sx == 0).astype(float)) - total) / 2.0
+    tied_y = (pairs((sy == 0).astype(float)) - total) / 2.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        taus = concordance / np.sqrt((n0 - tied_x) * (n0 - tied_y))
+
+    # Spearman: Pearson of average ranks, rank_i = (draws below) + (draws equal + 1) / 2, weighted by the counts
+    def ranks(sign: np.ndarray) -> np.ndarray:
+        below = c @ (sign.T < 0).astype(float)  # [r, i] = draws j with value_j < value_i
+        equal = c @ (sign.T == 0).astype(float)
+        return below + (equal + 1.0) / 2.0
+
+    rx, ry = ranks(sx), ranks(sy)
+    mx = (c * rx).sum(axis=1, keepdims=True) / total[:, None]
+    my = (c * ry).sum(axis=1, keepdims=True) / total[:, None]
+    dx, dy = rx - mx, ry - my
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rhos = (c * dx * dy).sum(axis=1) / np.sqrt((c * dx * dx).sum(axis=1) * (c * dy * dy).sum(axis=1))
+    constant = (n0 - tied_x <= 0) | (n0 - tied_y <= 0)
+    taus[constant] = np.nan
+    rhos[constant] = np.nan
+    return taus, rhos
+
+
+def rank_correlation_bootstrap(
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    *,
+    groups: Sequence[object] | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> RankCorrelation:
+    """Kendall's tau-b and Spearman's rho between paired scores, each with a percentile bootstrap interval.
+
+    The point estimates are ``scipy.stats.kendalltau(variant="b")`` and ``scipy.stats.spearmanr`` on all pairs.
+    Each bootstrap replicate draws the resampling units with replacement (``groups``: all pairs of a drawn unit
+    come along, e.g. every model's output on one prompt, as the win-rate intervals resample prompts; default:
+    each pair is its own unit) and recomputes both statistics on the drawn pairs; the interval is the
+    ``(1 - ci) / 2`` and ``1 - (1 - ci) / 2`` percentiles of the replicates (Efron and Tibshirani 1993, ch. 13).
+    Replicates in which a side is constant define neither statistic; they are left out and counted in
+    ``n_degenerate``. Equal seeds give equal intervals.
+
+    Args:
+        x, y: equal-length 1-D numeric sequences without NaN, ``x[i]`` and ``y[i]`` scoring the same item (drop
+            NaN pairs first); both in the same direction for a positive value to mean agreement.
+        groups: optional, one resampling-unit label per pair (any hashable; compared as given).
+        n_boot: replicates (>= 1; 1,000 is usual); seed: seed of ``numpy.random.default_rng``.
+        ci: central coverage, strictly between 0 and 1.
+
+    Returns:
+        :class:`RankCorrelation`; every correlation in [-1, 1] (1: same order), NaN with ``reason`` when fewer
+        than 3 pairs or a side is constant.
+
+    Raises:
+        RecordError: lengths differ, an input is not 1-D or holds NaN, or ``groups`` has another length.
+        ConfigError: ``n_boot`` < 1 or ``ci`` outside (0, 1).
+    """
+    from echo_builder.stats.bootstrap import bootstrap_counts, check_bootstrap_args
+
+    check_bootstrap_args(n_boot, ci)
+    a, b = _vector(x, "x"), _vector(y, "y")
+    if len(a) != len(b):
+        raise RecordError(f"x and y must have the same length, got {len(a)} and {len(b)}")
+    if groups is None:
+        unit = np.arange(len(a))
+    else:
+        labels = list(groups)
+        if len(labels) != len(a):
+            raise RecordError(f"groups needs one label per pair: got {len(labels)} for {len(a)} pairs")
+        index: dict[object, int] = {}
+        unit = np.array([index.setdefault(label, len(index)) for label in labels], dtype=np.int64)
+    n_units = int(unit.max()) + 1 if len(unit) else 0
+    nan = float("nan")
+    reason = None
+    if len(a) < 3:
+        reason = f"need at least 3 paired values, got {len(a)}"
+    else:
+        for arr, name in ((a, "x"), (b, "y")):
+            if np.all(arr == arr[0]):
+                reason = f"{name} is constant (all {len(arr)} values equal {arr[0]:g})"
+                break
+    if reason is not None:
+        return RankCorrelation(nan, nan, nan, nan, nan, nan, nan, nan, len(a), n_units, n_boot, 0, ci, reason)
+    from scipy import stats
+
+    tau = stats.kendalltau(a, b, variant="b")
+    rho = stats.spearmanr(a, b)
+    # counts[r, u]: how often unit u is drawn in replicate r; a pair is drawn as often as its unit
+    counts = bootstrap_counts(np.random.default_rng(seed), n_units, n_boot)
+    taus, rhos = _replicate_correlations(a, b, counts[:, unit])
+    alpha = (1.0 - float(ci)) / 2.0
+    defined = np.isfinite(taus)
+    if defined.any():
+        tau_low, tau_high = np.quantile(taus[defined], [alpha, 1.0 - alpha])
+        rho_low, rho_high = np.quantile(rhos[defined], [alpha, 1.0 - alpha])
+    else:
+        tau_low = tau_high = rho_low = rho_high = nan
+    return RankCorrelation(
+        float(tau.statistic),
+        float(tau.pvalue),
+        float(tau_low),
+        float(tau_high),
+        float(rho.statistic),
+        float(rho.pvalue),
+        float(rho_low),
+        float(rho_high),
+        len(a),
+        n_units,
+        n_boot,
+        int((~defined).sum()),
+        float(ci),
+        None,
+    )

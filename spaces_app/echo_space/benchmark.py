@@ -4,6 +4,9 @@ A benchmark is a hub-shaped folder (``<folder>/<config>/test-*.parquet`` plus ``
 ``echo_dataset`` writer produces and the Hub serves) or a Hub dataset id. Local folders are read with ``pyarrow``
 (the table without image bytes; one sample's images on demand), Hub ids through ``datasets`` (downloaded once into
 the Hugging Face cache). Everything read is cached per config and safe to call from Gradio's worker threads.
+
+A sample whose ``has_nsfw`` is true (the build's NSFW screening flagged one of its images, ``build --nsfw-check``)
+is shown with every image blurred (:func:`blur_flagged`) unless the viewer asks to see flagged images.
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ from echo_dataset.loading import BenchmarkNotFoundError, config_files
 from echo_dataset.release import feedback_items, token_list, token_url
 
 __all__ = [
+    "BLUR_FRACTION",
     "FLAG_COLUMNS",
     "LISTING_COLUMNS",
     "MAX_DISPLAY_SIDE",
     "Benchmark",
     "SampleView",
+    "blur_flagged",
     "filter_samples",
     "flag_text",
     "listing",
@@ -41,6 +46,9 @@ FLAG_COLUMNS: tuple[str, ...] = applicability_flags()
 LISTING_COLUMNS = ("id", "prompt", "platform", "inputs", "outputs", "feedback", "flags")
 #: Images are shown downscaled so that their longer side is at most this many pixels.
 MAX_DISPLAY_SIDE = 1024
+#: The Gaussian blur radius of a flagged image shown blurred, as a fraction of its longer side (at least 4 px):
+#: 8% leaves colors and layout, no detail (a 1,024 px image gets radius 82).
+BLUR_FRACTION = 0.08
 _PROMPT_PREVIEW = 160
 _SHORT_FLAG = {
     "no_color_shift": "color",
@@ -86,6 +94,15 @@ def _feedback_text(value: Any) -> str:
     """The text of every reply of a ``community_feedback`` cell: echo-bench's ``[{post_url, feedback}]`` or the
     authors' release's text forms (JSON, Python repr, plain prose)."""
     return " ".join(item["feedback"] for item in feedback_items(value))
+
+
+def blur_flagged(image: Any) -> Any:
+    """``image`` (a PIL image) under a Gaussian blur of radius :data:`BLUR_FRACTION` x its longer side (>= 4 px):
+    how the Space shows an image of a sample flagged NSFW. Returns a new RGB image of the same size."""
+    from PIL import ImageFilter
+
+    radius = max(4, round(max(image.size) * BLUR_FRACTION))
+    return image.convert("RGB").filter(ImageFilter.GaussianBlur(radius))
 
 
 def _image_entries(value: Any) -> list[Any]:
@@ -134,10 +151,12 @@ class SampleView:
         details: Markdown with platform, date, quality, tier, review and prompt flags.
         input_images: (PIL image, caption) for each input image that was downloaded.
         output_images: (PIL image, caption) for each of the community's output images (the target model's).
-        model_outputs: (image path, model name) for each model in the outputs folder that has this sample.
+        model_outputs: (image path, or the blurred image of a flagged sample, model name) for each model in the
+            outputs folder that has this sample.
         feedback: ``post_url`` and ``feedback`` per community reply.
         flags: ``flag``, ``applies`` (yes / no / unknown) and ``meaning`` per applicability flag.
         links: Markdown list of the source posts and image URLs (images that could not be downloaded say so).
+        flagged: the sample's ``has_nsfw`` is true; ``blurred``: its images are shown blurred.
     """
 
     sample_id: str
@@ -145,10 +164,12 @@ class SampleView:
     details: str
     input_images: list[tuple[Any, str]] = field(default_factory=list)
     output_images: list[tuple[Any, str]] = field(default_factory=list)
-    model_outputs: list[tuple[str, str]] = field(default_factory=list)
+    model_outputs: list[tuple[Any, str]] = field(default_factory=list)
     feedback: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["post_url", "feedback"]))
     flags: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["flag", "applies", "meaning"]))
     links: str = ""
+    flagged: bool = False
+    blurred: bool = False
 
 
 class Benchmark:
@@ -319,9 +340,15 @@ class Benchmark:
             return None
 
     # --------------------------------------------------------------------------------------------------- views
-    def view(self, config: str, sample_id: str) -> SampleView:
-        """Everything shown for one sample (see :class:`SampleView`). Raises ``KeyError`` for an unknown id."""
+    def view(self, config: str, sample_id: str, *, show_flagged: bool = False) -> SampleView:
+        """Everything shown for one sample (see :class:`SampleView`). Raises ``KeyError`` for an unknown id.
+
+        A sample flagged NSFW (``has_nsfw`` true) has its input, community-output and model-output images
+        blurred (:func:`blur_flagged`) and captioned so, unless ``show_flagged``.
+        """
         row = self.sample_row(config, sample_id)
+        flagged = _flag_value(row.get("has_nsfw")) is True
+        blurred = flagged and not show_flagged
         inputs = _image_entries(row.get("input_images"))
         outputs = _image_entries(row.get("output_images"))
         # the authors' release has no URL twins: its tokens themselves name the images (media id or URL)
@@ -344,6 +371,12 @@ class Benchmark:
             for model, files in self.model_files().items()
             if sample_id in files
         ]
+        if blurred:
+            note = " (flagged NSFW, blurred)"
+            input_images = [(blur_flagged(img), caption + note) for img, caption in input_images]
+            output_images = [(blur_flagged(img), caption + note) for img, caption in output_images]
+            opened = [(_open_image({"path": path, "bytes": None}), model) for path, model in model_outputs]
+            model_outputs = [(blur_flagged(img), model + note) for img, model in opened if img is not None]
         feedback = pd.DataFrame(
             feedback_items(row.get("community_feedback")), columns=["post_url", "feedback"]
         )
@@ -364,6 +397,8 @@ class Benchmark:
             feedback=feedback,
             flags=flags,
             links=_links(row, inputs, input_urls, outputs, output_urls),
+            flagged=flagged,
+            blurred=blurred,
         )
 
 
@@ -390,6 +425,10 @@ def _details(row: dict[str, Any], config: str) -> str:
     ]
     if notes:
         parts.append("; ".join(notes))
+    if _flag_value(row.get("has_nsfw")) is True:
+        parts.append(
+            "**flagged NSFW** by the build's screening (images blurred unless 'Show flagged images')"
+        )
     return " · ".join(parts)
 
 

@@ -4,8 +4,9 @@
 out and wires them. Every handler is also a named API endpoint (``api_name``), callable with ``gradio_client``:
 
 - ``/filter_samples`` (config, query, flags) -> (count text, sample table, sample-id dropdown)
-- ``/show_sample`` (config, sample_id) -> (prompt, details, input gallery, community-output gallery, model-output
-  gallery, feedback table, applicability table, source links)
+- ``/show_sample`` (config, sample_id, show_flagged=False) -> (prompt, details, input gallery, community-output
+  gallery, model-output gallery, feedback table, applicability table, source links); the images of a sample
+  flagged NSFW (``has_nsfw``) come blurred unless ``show_flagged``
 - ``/leaderboard`` (run, missing) -> (summary, table, plots gallery, failure counts, position bias)
 - ``/paper_win_rates`` (run) -> (heading, ECHO's published win rates beside the run's, for the run's config)
 - ``/score_pair`` (input image, output image, prompt) -> (metric table, color swatch, color summary)
@@ -118,13 +119,14 @@ class EchoSpace:
         menu = gr.Dropdown(choices=list(zip(labels, ids, strict=True)), value=ids[0] if ids else None)
         return count, listing(shown), menu
 
-    def show_sample(self, config: str, sample_id: str | None) -> tuple[Any, ...]:
-        """Handler of ``/show_sample``: prompt, details, the three galleries, feedback, flags and links."""
+    def show_sample(self, config: str, sample_id: str | None, show_flagged: bool = False) -> tuple[Any, ...]:
+        """Handler of ``/show_sample``: prompt, details, the three galleries, feedback, flags and links. The
+        images of a sample flagged NSFW are blurred unless ``show_flagged`` (the "Show flagged images" box)."""
         if not sample_id:
             empty = pd.DataFrame()
             return "", "No sample selected.", [], [], [], empty, empty, ""
         try:
-            view = self.benchmark.view(config, sample_id)
+            view = self.benchmark.view(config, sample_id, show_flagged=bool(show_flagged))
         except (KeyError, ValueError, FileNotFoundError) as exc:
             raise gr.Error(str(exc).strip("'\"")) from None
         return (
@@ -286,6 +288,13 @@ def _benchmark_tab(space: EchoSpace, configs: list[str], demo: Any) -> None:
             elem_id="echo-search",
         )
         flags = gr.CheckboxGroup(list(FLAG_COLUMNS), label="Metric applies (flag is true)", scale=3)
+        show_flagged = gr.Checkbox(
+            value=False,
+            label="Show flagged images",
+            info="Samples the build's NSFW screening flagged are shown blurred.",
+            scale=1,
+            elem_id="echo-show-flagged",
+        )
     count = gr.Markdown(elem_id="echo-count")
     table = gr.Dataframe(
         label="Samples (click a row to show it; flags: the metrics that apply, '?' = unknown)",
@@ -335,12 +344,13 @@ def _benchmark_tab(space: EchoSpace, configs: list[str], demo: Any) -> None:
     query.submit(**filter_args, api_visibility="private")
     flags.change(**filter_args, api_visibility="private")
     demo.load(**filter_args, api_visibility="private")
-    sample.change(
-        space.show_sample,
-        inputs=[config, sample],
-        outputs=[prompt, details, inputs, outputs, models, feedback, flag_table, links],
-        api_name="show_sample",
-    )
+    show_args = {
+        "fn": space.show_sample,
+        "inputs": [config, sample, show_flagged],
+        "outputs": [prompt, details, inputs, outputs, models, feedback, flag_table, links],
+    }
+    sample.change(**show_args, api_name="show_sample")
+    show_flagged.change(**show_args, api_visibility="private")
     table.select(space.pick_row, inputs=[table], outputs=[sample], api_visibility="private")
 
 

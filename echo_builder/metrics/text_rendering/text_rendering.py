@@ -24,8 +24,11 @@ Args:
     prompts: the prompts (what text was asked for).
     judges: backend specs, e.g. ["openai:gpt-4o"]; judge_options: {spec: {option: value}}; cache_dir: call cache.
     judge_prompt: optional judge prompt file (YAML, answer.kind rating; docs/reproducing-echo.md).
+    ocr_evidence: True shows the judge each output's OCR text (PP-OCRv4, the ocr extra) beside the image, marked
+        as machine OCR that may be wrong (prompt echo-text-ocr-v1).
 Returns:
-    text_rendering: mean over samples with a value, scores, nan_reasons, ratings (raw 1-10 per judge).
+    text_rendering: mean over samples with a value, scores, nan_reasons, ratings (raw 1-10 per judge), backend
+    (judges, prompt version and, with OCR evidence, the OCR engine), ocr_text (what the judge was shown, or None).
 Examples:
     >>> import evaluate
     >>> import echo_builder.metrics
@@ -53,7 +56,14 @@ class TextRendering(LosslessImageInputs, evaluate.Metric):
         )
 
     def _compute(
-        self, predictions, prompts, judges=(), judge_options=None, cache_dir=None, judge_prompt=None
+        self,
+        predictions,
+        prompts,
+        judges=(),
+        judge_options=None,
+        cache_dir=None,
+        judge_prompt=None,
+        ocr_evidence=False,
     ):
         predictions = [restore(p) for p in predictions]
         template = load_judge_prompt(judge_prompt) if judge_prompt is not None else None
@@ -64,10 +74,13 @@ class TextRendering(LosslessImageInputs, evaluate.Metric):
             judge_options=judge_options,
             cache_dir=cache_dir,
             template=template,
+            ocr_evidence=bool(ocr_evidence),
         )
         return {
             "text_rendering": result.mean(),
             "scores": result.values.tolist(),
             "nan_reasons": result.nan_reasons,
             "ratings": result.extras["ratings"],
+            "backend": result.extras["backend"],
+            "ocr_text": result.extras["ocr_text"],
         }
