@@ -318,18 +318,24 @@ def test_batch_and_online_builds_write_byte_identical_files(openai_server, tmp_p
         system, user = body["messages"][0]["content"], json.dumps(body["messages"][1]["content"])
         if "last quality check" in system and len(body["messages"]) == 2 and "yellow square" in user:
             return "Benchmark, I think"
+        if "You screen images" in system:  # the safety stage's VLM checker: flags the large output images
+            big = len(user) > 3000
+            return json.dumps({"nsfw": big, "confidence": 0.9, "categories": ["genitals"] if big else []})
         return scripted(body)
 
     openai_server.reply = with_one_reask
     with MediaServer() as media:
         posts = _setup(tmp_path, media)
-        _cli(*_command(posts, tmp_path / "online", openai_server))
+        nsfw = ("--nsfw-check", "openai:vlm", "--nsfw-option", f"base_url={openai_server.base_url}")
+        _cli(*_command(posts, tmp_path / "online", openai_server, *nsfw))
         online_calls = openai_server.calls
         openai_server.reset_log()
-        _cli(*_command(posts, tmp_path / "batch", openai_server), "--batch", "--batch-poll", "1")
+        _cli(*_command(posts, tmp_path / "batch", openai_server, *nsfw), "--batch", "--batch-poll", "1")
     assert openai_server.calls == 0  # nothing went online
     api = openai_server.batch_api
     assert len(api.lines) == online_calls  # every call once, in some batch
+    screens = [line for line in api.lines if "You screen images" in line["body"]["messages"][0]["content"]]
+    assert len(screens) == 4  # the safety stage's VLM calls were batched too
     reasks = [line for line in api.lines if len(line["body"]["messages"]) == 4]
     assert len(reasks) == 1 and reasks[0]["body"]["messages"][2]["content"] == "Benchmark, I think"
     assert len(api.creates) >= 7  # one batch per stage that calls the model, and one for the re-ask
@@ -339,7 +345,7 @@ def test_batch_and_online_builds_write_byte_identical_files(openai_server, tmp_p
     online, batch = _files(tmp_path / "online", skip), _files(tmp_path / "batch", skip)
     for files in (online, batch):
         files.pop("media/index.jsonl")
-    assert any(name.startswith("stages/") for name in online)
+    assert "stages/safety.jsonl" in online and "stages/tier.jsonl" in online
     assert sorted(online) == sorted(batch)
     assert [name for name in online if online[name] != batch[name]] == []
     checkpoints = [json.loads(p.read_text()) for p in (tmp_path / "batch" / "batches").glob("*.json")]
