@@ -573,3 +573,38 @@ def test_a_judge_run_sigkilled_while_polling_resumes_without_a_second_submission
     from echo_builder.judge.verdicts_file import read_verdicts
 
     assert sum(v.status == "ok" for v in read_verdicts(run)) == 5  # 2 samples x 3 models, one output missing
+
+
+def test_analyze_with_a_batched_llm_labeller_writes_the_online_report(openai_server, tmp_path):
+    # a small build by a scripted curator (the demo's posts and images, offline)
+    import shutil
+
+    from echo_builder.demo import run_demo
+    from tests.test_analysis_llm import curator, labeller
+
+    run_demo(tmp_path / "demo", progress=False)
+    build = tmp_path / "build"
+    build.mkdir()
+    shutil.copytree(tmp_path / "demo" / "benchmark" / "media", build / "media")
+    openai_server.reply = curator
+    _cli(
+        "build", str(tmp_path / "demo" / "posts"), "--backend", "openai:curator", "--base-url",
+        openai_server.base_url, "--target-model", "Lumen-2", "--launch-date", "2025-06-10", "--offline",
+        "--out", str(build),
+    )  # fmt: skip
+    openai_server.reply = labeller
+    openai_server.reset_log()
+    args = ["analyze", str(build), "--backend", "openai:labeller", "--base-url", openai_server.base_url]
+    args += ["--max-attempts", "1", "--n-boot", "40"]
+    _cli(*args, "--out", str(tmp_path / "online"))
+    online_calls = openai_server.calls
+    assert online_calls > 0
+    openai_server.reset_log()
+    _cli(*args, "--out", str(tmp_path / "batch"), "--batch")
+    assert openai_server.calls == 0 and len(openai_server.batch_api.lines) == online_calls
+    for name in ("analysis.json", "labels.jsonl"):
+        assert (tmp_path / "online" / name).read_bytes() == (tmp_path / "batch" / name).read_bytes(), name
+    doc = json.loads((tmp_path / "batch" / "analysis.json").read_text())
+    assert (
+        doc["failures"]["summary"]["failures"] == 2
+    )  # the refusal and the prose answer, re-asked in a batch
