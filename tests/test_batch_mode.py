@@ -260,6 +260,18 @@ def test_a_failed_status_check_is_retried_at_the_next_poll(openai_server, tmp_pa
     assert len(openai_server.batch_api.retrievals) == 1 and len(openai_server.batch_api.creates) == 1
 
 
+def test_an_output_file_over_the_cap_stops_the_run_and_a_rerun_harvests_it(openai_server, tmp_path):
+    openai_server.reply = lambda body: "x" * 600  # two replies: an output file over 1 KiB
+    small = _settings(tmp_path, max_output_bytes=1024)
+    with pytest.raises(BatchError, match=r"could not download file file-\d+: reply too large"):
+        _caller(openai_server, tmp_path, batch=small).call_many(_requests(2))
+    [checkpoint] = [json.loads(p.read_text()) for p in (tmp_path / "batches").glob("*.json")]
+    assert checkpoint["status"] == "submitted"  # kept: nothing was harvested
+    results = _caller(openai_server, tmp_path, batch=_settings(tmp_path)).call_many(_requests(2))
+    assert [r.reply.text for r in results] == ["x" * 600] * 2
+    assert len(openai_server.batch_api.creates) == 1
+
+
 def test_large_runs_are_split_into_several_batches(openai_server, tmp_path):
     results = _caller(openai_server, tmp_path, batch=_settings(tmp_path, max_requests=3)).call_many(
         _requests(7)

@@ -84,6 +84,10 @@ CHECKPOINT_FORMAT = 1
 #: The Batch API's limits per input file: 50,000 requests and 200 MB (a margin is kept below the latter).
 MAX_REQUESTS = 50_000
 MAX_FILE_BYTES = 190 * 10**6
+#: Default cap on one downloaded output or error file in bytes (50,000 long replies with log-probabilities).
+MAX_OUTPUT_BYTES = 2 * 2**30
+#: Seconds one file download may take at least (a large output file outlasts a chat call's timeout).
+MIN_DOWNLOAD_TIMEOUT_S = 600.0
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 RetryMode = Literal["online", "batch", "none"]
 
@@ -108,6 +112,9 @@ class BatchSettings:
         max_wait_s: seconds from submission after which a batch still running stops the run (the checkpoint stays;
             a rerun waits again). Default 25 h: the 24 h completion window plus an hour of finalising.
         max_requests, max_file_bytes: most lines and bytes per input file (the Batch API accepts 50,000 and 200 MB).
+        max_output_bytes: cap on one downloaded output or error file in bytes (default 2 GiB; the backend's
+            ``max_reply_bytes`` bounds chat replies, not these files). A larger file fails the run with an error
+            naming the batch; its checkpoint stays, so a rerun with a higher cap harvests it.
         sleep: the coroutine function waiting between polls (tests pass one that returns at once).
         clock: wall-clock seconds since the epoch (tests pass a fake clock).
 
@@ -123,6 +130,7 @@ class BatchSettings:
     max_wait_s: float = 25 * 3600.0
     max_requests: int = MAX_REQUESTS
     max_file_bytes: int = MAX_FILE_BYTES
+    max_output_bytes: int = MAX_OUTPUT_BYTES
     sleep: Callable[[float], Awaitable[Any]] = field(default=asyncio.sleep, repr=False)
     clock: Callable[[], float] = field(default=time.time, repr=False)
 
@@ -139,6 +147,8 @@ class BatchSettings:
             raise ConfigError(f"batch max_requests must be in [1, {MAX_REQUESTS}], got {self.max_requests!r}")
         if self.max_file_bytes < 1024:
             raise ConfigError(f"batch max_file_bytes must be at least 1024, got {self.max_file_bytes!r}")
+        if self.max_output_bytes < 1024:
+            raise ConfigError(f"batch max_output_bytes must be at least 1024, got {self.max_output_bytes!r}")
 
 
 def batch_settings(
@@ -463,8 +473,18 @@ class BatchRunner:
             wait = min(max(wait, 1e-3) * 2, self.settings.poll_max_s)
 
     async def _download(self, file_id: str) -> list[Any]:
-        client = self.backend.connection.client()
-        content = await self._api(client.files.content(file_id), f"download file {file_id}")
+        """The JSON lines of an output or error file, read through a client capped at ``max_output_bytes``."""
+        from echo_builder.backends.bounded_http import capped_client
+
+        connection = self.backend.connection
+        timeout = max(connection.timeout_s, MIN_DOWNLOAD_TIMEOUT_S)
+        client = connection.client().copy(
+            http_client=capped_client(self.settings.max_output_bytes, timeout), timeout=timeout
+        )
+        try:
+            content = await self._api(client.files.content(file_id), f"download file {file_id}")
+        finally:
+            await client.close()
         lines = []
         for number, raw in enumerate(content.content.splitlines(), 1):
             if not raw.strip():
