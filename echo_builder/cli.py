@@ -19,6 +19,7 @@ from echo_builder.commands.analysis import analyze
 from echo_builder.commands.backends import backends, cache
 from echo_builder.commands.curation import build, publish
 from echo_builder.commands.demo import demo
+from echo_builder.commands.estimate import estimate
 from echo_builder.commands.evaluation import agreement, judge, leaderboard, metrics, publish_metrics
 from echo_builder.commands.generation import generate
 from echo_builder.commands.plugins import plugins
@@ -149,6 +150,7 @@ for _command in (
     generate,
     plugins,
     analyze,
+    estimate,
 ):
     cli.add_command(_command)
 

@@ -45,6 +45,7 @@ from echo_builder.backends.base import (
     TextPart,
     run_sync,
 )
+from echo_builder.backends.spend import Budget, UsageMeter
 from echo_builder.cache import CacheWriteError, CallCache, call_key
 from echo_builder.errors import (
     BackendError,
@@ -234,6 +235,12 @@ class ModelCaller:
         timeout_s: wall-clock limit of one attempt in seconds, finite, in (0, 86400].
         retry: the :class:`RetryPolicy`.
         seed: seed of the jitter random generator.
+        budget: a :class:`~echo_builder.backends.spend.Budget` (``--max-cost``) checked before every call sent;
+            a call that would pass it raises :class:`~echo_builder.errors.BudgetExceededError` instead (calls
+            already in flight finish and are stored). ``None``: no cap.
+
+    :attr:`meter` (a :class:`~echo_builder.backends.spend.UsageMeter`) counts the tokens of every reply handed
+    out, per call stage, cache hits apart from calls made now.
 
     The backend's run-wide generation parameters (:attr:`Backend.generation_overrides`, e.g. from
     ``-o temperature=0.7``) replace those of every request before the cache lookup, and its
@@ -253,8 +260,11 @@ class ModelCaller:
         timeout_s: float = 120.0,
         retry: RetryPolicy | None = None,
         seed: int = 0,
+        budget: Budget | None = None,
     ) -> None:
         check_call_limits(concurrency=concurrency, timeout_s=timeout_s)
+        self.budget = budget
+        self.meter = UsageMeter()
         self.backend = backend
         self.cache = cache
         self._halted: BaseException | None = None  # a storage failure: no further call is sent
@@ -306,6 +316,7 @@ class ModelCaller:
             )
             return None
         self.stats.cache_hits += 1
+        self.meter.record(request.stage, reply.usage, cached=True)
         return CallResult(request, key, reply=self._redacted(reply), cached=True)
 
     @staticmethod
@@ -319,6 +330,7 @@ class ModelCaller:
     def _store(self, request: CallRequest, key: str, reply: Reply) -> None:
         self.stats.input_tokens += reply.usage.input_tokens or 0
         self.stats.output_tokens += reply.usage.output_tokens or 0
+        self.meter.record(request.stage, reply.usage, cached=False)
         if self.cache is not None:
             try:
                 self._put(request, key, reply)
@@ -349,13 +361,23 @@ class ModelCaller:
         async with self._semaphore():
             if self._halted is not None:
                 raise self._halted
+            ticket = (
+                await self.budget.reserve(request.messages, request.params, request.stage)
+                if self.budget is not None
+                else None
+            )
             self.stats.attempts += 1
             self.stats.in_flight += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
+            settled = False
             try:
-                return await asyncio.wait_for(
+                reply = await asyncio.wait_for(
                     self.backend.agenerate(request.messages, request.params), timeout=self.timeout_s
                 )
+                if ticket is not None:
+                    self.budget.settle(ticket, reply.usage)  # type: ignore[union-attr]
+                    settled = True
+                return reply
             except asyncio.TimeoutError:
                 raise RetryableBackendError(
                     f"no reply within {self.timeout_s:g} s", backend_id=self.backend.backend_id
@@ -373,6 +395,8 @@ class ModelCaller:
                 ) from exc
             finally:
                 self.stats.in_flight -= 1
+                if ticket is not None and not settled:
+                    self.budget.release(ticket)  # type: ignore[union-attr]
 
     def _plugin_origin(self) -> str | None:
         """The distribution of the backend when it is a plugin's (``None`` for a built-in or an unregistered class)."""
@@ -607,12 +631,26 @@ class ModelCaller:
         async for attempt in self._retrying():
             with attempt:
                 async with self._semaphore():
+                    ticket = (
+                        await self.budget.reserve(request.messages, request.params, request.stage)
+                        if self.budget is not None
+                        else None
+                    )
                     self.stats.attempts += 1
                     start = time.perf_counter()
-                    scores = await asyncio.wait_for(
-                        self.backend.acandidate_probabilities(request.messages, candidates, request.params),
-                        timeout=self.timeout_s,
-                    )
+                    try:
+                        scores = await asyncio.wait_for(
+                            self.backend.acandidate_probabilities(
+                                request.messages, candidates, request.params
+                            ),
+                            timeout=self.timeout_s,
+                        )
+                    except BaseException:
+                        if ticket is not None:
+                            self.budget.release(ticket)  # type: ignore[union-attr]
+                        raise
+                    if ticket is not None:  # no token counts come with scores: the estimate is charged
+                        self.budget.settle(ticket, None)  # type: ignore[union-attr]
         if self.cache is not None:
             self.cache.put(
                 key,

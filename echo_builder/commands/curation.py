@@ -14,6 +14,7 @@ from echo_builder.commands.options import (
     RegistryChoice,
     RegistryHelpOption,
     call_limit_options,
+    cost_options,
     parse_options,
     run_config_option,
     run_config_record,
@@ -133,6 +134,7 @@ __all__ = ["build", "publish"]
     help="Leave out this plugin stage (installed through the echo_bench.stages entry point); repeatable. The "
     "built-in stages always run.",
 )
+@cost_options
 @run_config_option
 def build(
     sources: tuple[str, ...],
@@ -158,6 +160,8 @@ def build(
     salt_file: str | None,
     license_id: str,
     skip_stages: tuple[str, ...],
+    max_cost: float | None = None,
+    prices_file: str | None = None,
 ) -> None:
     """Curate posts from SOURCES (export files or folders) into benchmark samples.
 
@@ -203,6 +207,8 @@ def build(
         salt_file=salt_file,
         license=license_id,
         skip_stages=skip_stages,
+        max_cost_usd=max_cost,
+        prices_file=prices_file,
     )
     header_shown = False
 

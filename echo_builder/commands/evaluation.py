@@ -18,6 +18,7 @@ from echo_builder.commands.options import (
     Number,
     backend_options,
     call_limit_options,
+    cost_options,
     run_config_option,
     run_config_record,
 )
@@ -84,6 +85,7 @@ __all__ = ["agreement", "judge", "leaderboard", "metrics", "publish_metrics"]
     help="Judge prompt file (YAML) replacing the built-in prompt of --mode, e.g. to reproduce ECHO's released "
     "protocol; see docs/reproducing-echo.md.",
 )
+@cost_options
 @run_config_option
 def judge(
     benchmark: str,
@@ -101,6 +103,8 @@ def judge(
     probability_scale: str,
     limit: int | None,
     judge_prompt: str | None,
+    max_cost: float | None = None,
+    prices_file: str | None = None,
 ) -> None:
     """Judge model outputs on a benchmark config with one or more VLM judges.
 
@@ -125,6 +129,8 @@ def judge(
         probability_scale=probability_scale,  # type: ignore[arg-type]
         judge_prompt=judge_prompt,
         run_config=run_config_record(),
+        max_cost_usd=max_cost,
+        prices_file=prices_file,
     )
     s = result.summary
     if not s:  # a non-main accelerate process: rank 0 reports
@@ -137,7 +143,8 @@ def judge(
     for j in s["judges"]:
         click.echo(
             f"  {j['spec']}: {j['calls']} calls, {j['cache_hits']} cache hits, "
-            f"snapshot {', '.join(j['snapshots']) or 'not reported'}"
+            f"snapshot {', '.join(j['snapshots']) or 'not reported'}, "
+            f"cost {_usd(j['cost']['usd'])}"
         )
     click.echo(f"wrote {result.out_dir}; next: echo-bench leaderboard {result.out_dir}")
     judged = s["n_verdicts"] - s["statuses"].get("missing_output", 0)
@@ -250,6 +257,7 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
 @click.option(
     "--format", "table_format", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True
 )
+@cost_options
 @run_config_option
 def metrics(
     benchmark: str,
@@ -261,6 +269,8 @@ def metrics(
     options: tuple[str, ...],
     judge_prompt: str | None,
     table_format: str,
+    max_cost: float | None = None,
+    prices_file: str | None = None,
     metric_names: tuple[str, ...] = (),
     **metric_options: Any,
 ) -> None:
@@ -288,6 +298,11 @@ def metrics(
     }
     if judge_prompt is not None:
         run_options["judge_prompt"] = loaded
+    if max_cost is not None and judges:
+        from echo_builder.backends.spend import Budget
+        from echo_builder.prices import load_prices
+
+        run_options["budget"] = Budget(max_cost, load_prices(prices_file), judges[0])
     result = run_metrics(
         benchmark,
         config_name,
@@ -323,6 +338,11 @@ def metrics(
     for name, reason in result.unavailable.items():
         click.echo(f"not computed: {name}: {reason}", err=True)
     click.echo(f"wrote {result.out_dir}")
+
+
+def _usd(value: float | None) -> str:
+    """A cost for people: ``0.0123 USD``, or ``not priced``."""
+    return "not priced" if value is None else f"{value:.4f} USD"
 
 
 def _strict_json(value: Any) -> str:

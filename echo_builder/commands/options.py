@@ -210,6 +210,26 @@ def call_limit_options(function: F) -> F:
     )(function)
 
 
+def cost_options(function: F) -> F:
+    """``--max-cost`` (``max_cost``, US dollars) and ``--prices`` (a price file) of commands that call models."""
+    function = click.option(
+        "--prices",
+        "prices_file",
+        type=click.Path(exists=True, dir_okay=False),
+        help="Price file (YAML, shaped like echo_builder/prices.yaml: USD per 1M input/output tokens per model, "
+        "with a date and source) whose entries replace or add to the shipped list prices.",
+    )(function)
+    return click.option(
+        "--max-cost",
+        "max_cost",
+        type=Number(float, 0, 1e9, low_open=True, unit="US dollars"),
+        metavar="USD",
+        help="Stop before the model calls of this run would cost more than USD (estimated per call before it "
+        "is sent, settled with the reported tokens). Everything done is kept: rerun with a higher --max-cost "
+        "to continue. Cache hits are free. Needs a price for the model (--prices).",
+    )(function)
+
+
 def registry_names(kind: str) -> list[str]:
     """The names registered for ``kind`` (``"source"``, ``"backend"``, ``"generator"``, ...), plugins included,
     in declaration order (built-ins first); ``[]`` for a kind this version does not have."""

@@ -110,10 +110,13 @@ def verdicts_per_judge(
     cache_dir: str | Path | None = None,
     concurrency: int = 8,
     max_attempts: int = 6,
+    budget: Any | None = None,
 ) -> dict[str, list[Any]]:
     """``{spec: run(Judge(spec), items)}`` for every judge spec, sharing one call cache (when given).
 
     ``run`` chooses the protocol (``judge.single``, ``judge.probability``, a text-rendering template, ...).
+    ``budget``: a :class:`~echo_builder.backends.spend.Budget` (``--max-cost``) shared by all judges; a call that
+    would pass it raises :class:`~echo_builder.errors.BudgetExceededError` (replies so far stay in the cache).
     """
     from echo_builder.backends import create_backend
     from echo_builder.backends.caller import ModelCaller, RetryPolicy
@@ -129,9 +132,14 @@ def verdicts_per_judge(
         for spec in judges:
             pending.append(create_backend(spec, **(judge_options or {}).get(spec, {})))
         cache = CallCache(cache_dir) if cache_dir else None
+        budgets = {spec: budget.for_model(spec) for spec in judges} if budget is not None else {}
         for spec in judges:
             caller = ModelCaller(
-                pending[0], cache=cache, concurrency=concurrency, retry=RetryPolicy(max_attempts=max_attempts)
+                pending[0],
+                cache=cache,
+                concurrency=concurrency,
+                retry=RetryPolicy(max_attempts=max_attempts),
+                budget=budgets.get(spec),
             )
             try:
                 out[spec] = run(Judge(caller), items)

@@ -49,6 +49,7 @@ def text_rendering(
     concurrency: int = 8,
     max_attempts: int = 6,
     template: Any | None = None,
+    budget: Any | None = None,
 ) -> MetricResult:
     """Judge the text rendering of each output image.
 
@@ -60,6 +61,7 @@ def text_rendering(
         template: a :class:`~echo_builder.judge.prompts.JudgePrompt` (``answer.kind: rating``, e.g. from
             :func:`~echo_builder.judge.prompts.load_judge_prompt`) replacing the built-in text-rendering prompt;
             its ``low``/``high`` range is rescaled to [0, 1] the same way.
+        budget: a :class:`~echo_builder.backends.spend.Budget` (``--max-cost``) over all judge calls.
 
     Returns:
         :class:`MetricResult` with values in [0, 1] (higher is better), NaN with the reason for failures and
@@ -96,6 +98,7 @@ def text_rendering(
         cache_dir=cache_dir,
         concurrency=concurrency,
         max_attempts=max_attempts,
+        budget=budget,
     )
     ratings = {j: [v.rating if v.rating is not None else math.nan for v in vs] for j, vs in verdicts.items()}
     statuses = {j: [v.status for v in vs] for j, vs in verdicts.items()}
@@ -163,6 +166,7 @@ def _score_for_run(
         judge_options=options.get("judge_options"),
         cache_dir=options.get("cache_dir"),
         template=options.get("judge_prompt"),
+        budget=options.get("budget"),
     )
 
 
