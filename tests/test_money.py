@@ -95,7 +95,7 @@ def small_bench(tmp_path):
     outputs = make_outputs(
         tmp_path / "outputs",
         {
-            m: {s: Image.new("RGB", (32, 32), (i * 40, 90 + j, 30)) for i, s in enumerate(samples)}
+            m: {s: Image.new("RGB", (32, 32), (i * 40, 90 + 60 * j, 30)) for i, s in enumerate(samples)}
             for j, m in enumerate("ab")
         },
     )

@@ -203,6 +203,8 @@ class Reply(BaseModel):
         backend_id: ``<backend>:<model>`` that was called.
         model_snapshot: the exact model version that answered (server-reported name, fingerprint or weights hash).
         latency_s: wall time of the successful attempt in seconds.
+        served_by: the replica (base URL) that answered, when the backend spreads calls over several
+            (:class:`~echo_builder.backends.replicas.ReplicatedBackend`); ``None`` otherwise.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -215,6 +217,7 @@ class Reply(BaseModel):
     backend_id: str
     model_snapshot: str | None = None
     latency_s: float = 0.0
+    served_by: str | None = None
 
 
 class CandidateScores(BaseModel):

@@ -54,7 +54,13 @@ __all__ = ["agreement", "judge", "leaderboard", "metrics", "publish_metrics"]
     "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Run folder to write."
 )
 @click.option(
-    "--base-url", help="Server URL for openai: judges (default: $ECHO_OPENAI_BASE_URL or $OPENAI_BASE_URL)."
+    "--base-url",
+    "--base-urls",
+    "base_url",
+    multiple=True,
+    help="Server URL for openai: judges (default: $ECHO_OPENAI_BASE_URL or $OPENAI_BASE_URL). Repeat it for "
+    "replicas of one model (base_urls: [...] in a run config): each call goes to the replica with the fewest "
+    "calls outstanding and fails over to another when one errors or times out; verdicts record the replica.",
 )
 @click.option(
     "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Backend option; repeatable."
@@ -94,7 +100,7 @@ def judge(
     judges: tuple[str, ...],
     mode: str,
     out_dir: str,
-    base_url: str | None,
+    base_url: tuple[str, ...],
     options: tuple[str, ...],
     concurrency: int,
     timeout_s: float,

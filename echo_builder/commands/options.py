@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -178,14 +178,23 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     return options
 
 
-def backend_options(specs: tuple[str, ...], base_url: str | None, options: tuple[str, ...]) -> dict[str, Any]:
-    """The same options for every ``openai:`` judge (base URL) and every judge (``-o KEY=VALUE``)."""
+def backend_options(
+    specs: tuple[str, ...], base_url: str | Sequence[str] | None, options: tuple[str, ...]
+) -> dict[str, Any]:
+    """The same options for every ``openai:`` judge (base URL) and every judge (``-o KEY=VALUE``).
+
+    Several base URLs are replicas of one model: they become ``base_urls``, which spreads each judge's calls over
+    them (:class:`~echo_builder.backends.replicas.ReplicatedBackend`)."""
     shared = parse_options(options)
+    urls = [base_url] if isinstance(base_url, str) else [u for u in (base_url or ()) if u]
     out = {}
     for spec in specs:
         opts = dict(shared)
-        if base_url and spec.startswith("openai:"):
-            opts["base_url"] = base_url
+        if urls and spec.startswith("openai:"):
+            if len(urls) == 1:
+                opts["base_url"] = urls[0]
+            else:
+                opts["base_urls"] = list(urls)
         out[spec] = opts
     return out
 

@@ -167,6 +167,7 @@ class Judge:
             "input_tokens": reply.usage.input_tokens,
             "output_tokens": reply.usage.output_tokens,
             "latency_s": reply.latency_s,
+            "replica": reply.served_by,
         }
 
     def _output_part(self, item: JudgeItem) -> ImagePart | str:

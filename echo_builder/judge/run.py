@@ -310,6 +310,9 @@ def run_judging(
                     "price": prices.describe(spec),
                 }
             )
+            spread = getattr(backend, "spread", None)
+            if callable(spread):  # replicas: calls each answered, and failed over to another
+                judge_info[-1]["replicas"] = spread()
             backend.close()
     finally:
         cache.close()
