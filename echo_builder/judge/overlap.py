@@ -1,0 +1,131 @@
+"""Image preparation overlapping the judge calls: no idle concurrency while images are resized and encoded.
+
+Judging one output means preparing its images (resize to the judge's short side, JPEG encode: tens of ms per
+megapixel image) and then waiting for the judge (hundreds of ms to seconds). Preparing every image before the
+first call leaves the call slots idle for the whole preparation; :func:`prepare_and_call` instead prepares in a
+bounded thread pool (Pillow releases the GIL while resizing and encoding) and sends each call the moment its
+request is ready, keeping at most ``lookahead`` items prepared or in flight, so memory stays bounded however many
+items there are.
+
+Identical requests (same cache key) are sent once and share the result, as
+:meth:`~echo_builder.backends.caller.ModelCaller.acall_many` does. Backends with native batching (local models)
+keep the batch path: everything is prepared, then sent in batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from echo_builder.backends.caller import CallRequest, CallResult, ModelCaller, gather_all
+
+__all__ = ["DEFAULT_PREP_WORKERS", "prepare_and_call"]
+
+T = TypeVar("T")
+#: Threads preparing images: the CPU count, at most 8 (preparation is CPU-bound; more threads only queue).
+DEFAULT_PREP_WORKERS = max(1, min(8, os.cpu_count() or 1))
+
+#: What ``build`` returns for one item: entries of (metadata, a finished value or a request to send).
+Entries = list[tuple[Any, Any]]
+
+
+async def prepare_and_call(
+    caller: ModelCaller,
+    items: Sequence[T],
+    build: Callable[[T], Entries],
+    *,
+    progress: str | None = None,
+    workers: int = DEFAULT_PREP_WORKERS,
+) -> list[tuple[Any, Any]]:
+    """Run ``build`` on every item in a pool of ``workers`` threads and send each request it returns as soon as
+    it is ready.
+
+    Args:
+        caller: the model caller (cache, concurrency, retries, budget).
+        items: the items to judge.
+        build: item -> ``[(meta, value)]``; a ``value`` that is a :class:`CallRequest` is sent, anything else
+            (e.g. a ``missing_output`` verdict) is passed through. Runs in worker threads: it must be thread-safe.
+        progress: a progress-bar label (shown on a terminal only), or ``None``.
+        workers: preparation threads (>= 1).
+
+    Returns:
+        ``[(meta, value or CallResult)]`` for every entry of every item, in item order then entry order.
+
+    Raises:
+        whatever ``build`` or the caller raises (e.g. :class:`~echo_builder.errors.BudgetExceededError`), after
+        every call already in flight has finished and been stored; no new item is started once one has failed.
+    """
+    if caller.backend.native_batching:
+        return await _prepare_then_batch(caller, items, build, progress)
+    from tqdm.auto import tqdm
+
+    loop = asyncio.get_running_loop()
+    lookahead = (
+        caller.concurrency + 2 * workers
+    )  # prepared-or-in-flight items: enough to keep every slot busy
+    window = asyncio.Semaphore(lookahead)
+    shared: dict[str, asyncio.Future[CallResult]] = {}
+    slots: list[Entries | None] = [None] * len(items)
+    failed: list[BaseException] = []
+    bar = tqdm(total=len(items), desc=progress, disable=True if progress is None else None)
+
+    async def send(request: CallRequest) -> CallResult:
+        key = request.key(caller.backend.backend_id)
+        pending = shared.get(key)
+        if pending is not None:  # an identical request is (or was) in flight: share its result
+            return await asyncio.shield(pending)
+        future: asyncio.Future[CallResult] = loop.create_future()
+        shared[key] = future
+        try:
+            result = await caller.acall(request)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: a shared failure is raised by its owner, not logged as lost
+            raise
+        future.set_result(result)
+        return result
+
+    async def one(index: int, pool: ThreadPoolExecutor) -> None:
+        try:
+            entries = await loop.run_in_executor(pool, build, items[index])
+            done: Entries = []
+            calls = [send(v) for _, v in entries if isinstance(v, CallRequest)]
+            results = iter(await gather_all(calls))
+            for meta, value in entries:
+                done.append((meta, next(results) if isinstance(value, CallRequest) else value))
+            slots[index] = done
+            bar.update(1)
+        except BaseException as exc:
+            failed.append(exc)
+            raise
+        finally:
+            window.release()
+
+    tasks: list[asyncio.Task[None]] = []
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="judge-prep") as pool:
+        try:
+            for index in range(len(items)):
+                await window.acquire()
+                if failed:
+                    window.release()
+                    break
+                tasks.append(asyncio.ensure_future(one(index, pool)))
+            await gather_all(tasks)
+        finally:
+            bar.close()
+            if caller.cache is not None:
+                caller.cache.flush_counters()
+    return [entry for entries in slots if entries is not None for entry in entries]
+
+
+async def _prepare_then_batch(
+    caller: ModelCaller, items: Sequence[T], build: Callable[[T], Entries], progress: str | None
+) -> list[tuple[Any, Any]]:
+    """Local models batch natively: prepare everything, then one :meth:`ModelCaller.acall_many`."""
+    entries = [entry for item in items for entry in build(item)]
+    requests = [v for _, v in entries if isinstance(v, CallRequest)]
+    results = iter(await caller.acall_many(requests, progress=progress))
+    return [(meta, next(results) if isinstance(v, CallRequest) else v) for meta, v in entries]
