@@ -20,9 +20,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from echo_builder.backends.caller import CallRequest, CallResult, ModelCaller, gather_all
+from pydantic import BaseModel
 
-__all__ = ["DEFAULT_PREP_WORKERS", "prepare_and_call"]
+from echo_builder.backends.base import run_sync
+from echo_builder.backends.caller import CallRequest, ModelCaller, StructuredResult, gather_all
+
+__all__ = ["DEFAULT_PREP_WORKERS", "call_structured_overlapped", "prepare_and_call"]
 
 T = TypeVar("T")
 #: Threads preparing images: the CPU count, at most 8 (preparation is CPU-bound; more threads only queue).
@@ -39,6 +42,7 @@ async def prepare_and_call(
     *,
     progress: str | None = None,
     workers: int = DEFAULT_PREP_WORKERS,
+    schema: type[BaseModel] | None = None,
 ) -> list[tuple[Any, Any]]:
     """Run ``build`` on every item in a pool of ``workers`` threads and send each request it returns as soon as
     it is ready.
@@ -50,6 +54,8 @@ async def prepare_and_call(
             (e.g. a ``missing_output`` verdict) is passed through. Runs in worker threads: it must be thread-safe.
         progress: a progress-bar label (shown on a terminal only), or ``None``.
         workers: preparation threads (>= 1).
+        schema: send structured calls (:meth:`ModelCaller.acall_structured`: parse into ``schema``, re-ask once)
+            and return :class:`~echo_builder.backends.caller.StructuredResult` in place of ``CallResult``.
 
     Returns:
         ``[(meta, value or CallResult)]`` for every entry of every item, in item order then entry order.
@@ -59,7 +65,7 @@ async def prepare_and_call(
         every call already in flight has finished and been stored; no new item is started once one has failed.
     """
     if caller.backend.native_batching:
-        return await _prepare_then_batch(caller, items, build, progress)
+        return await _prepare_then_batch(caller, items, build, progress, schema)
     from tqdm.auto import tqdm
 
     loop = asyncio.get_running_loop()
@@ -67,20 +73,22 @@ async def prepare_and_call(
         caller.concurrency + 2 * workers
     )  # prepared-or-in-flight items: enough to keep every slot busy
     window = asyncio.Semaphore(lookahead)
-    shared: dict[str, asyncio.Future[CallResult]] = {}
+    shared: dict[str, asyncio.Future[Any]] = {}
     slots: list[Entries | None] = [None] * len(items)
     failed: list[BaseException] = []
     bar = tqdm(total=len(items), desc=progress, disable=True if progress is None else None)
 
-    async def send(request: CallRequest) -> CallResult:
+    async def send(request: CallRequest) -> Any:
         key = request.key(caller.backend.backend_id)
         pending = shared.get(key)
         if pending is not None:  # an identical request is (or was) in flight: share its result
             return await asyncio.shield(pending)
-        future: asyncio.Future[CallResult] = loop.create_future()
+        future: asyncio.Future[Any] = loop.create_future()
         shared[key] = future
         try:
-            result = await caller.acall(request)
+            result = await (
+                caller.acall(request) if schema is None else caller.acall_structured(request, schema)
+            )
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # retrieved: a shared failure is raised by its owner, not logged as lost
@@ -121,11 +129,39 @@ async def prepare_and_call(
     return [entry for entries in slots if entries is not None for entry in entries]
 
 
+def call_structured_overlapped(
+    caller: ModelCaller,
+    jobs: Sequence[T],
+    build: Callable[[T], CallRequest],
+    schema: type[BaseModel],
+    *,
+    progress: str | None = None,
+) -> list[StructuredResult[Any]]:
+    """Structured calls for ``jobs`` (curation's VLM stages), each request built by ``build`` (image preparation)
+    in the preparation pool while earlier calls are in flight; results in job order (see
+    :func:`prepare_and_call`)."""
+
+    def entries(job: T) -> Entries:
+        return [(None, build(job))]
+
+    done = run_sync(prepare_and_call(caller, jobs, entries, progress=progress, schema=schema))
+    return [value for _, value in done]
+
+
 async def _prepare_then_batch(
-    caller: ModelCaller, items: Sequence[T], build: Callable[[T], Entries], progress: str | None
+    caller: ModelCaller,
+    items: Sequence[T],
+    build: Callable[[T], Entries],
+    progress: str | None,
+    schema: type[BaseModel] | None = None,
 ) -> list[tuple[Any, Any]]:
-    """Local models batch natively: prepare everything, then one :meth:`ModelCaller.acall_many`."""
+    """Local models batch natively: prepare everything, then one :meth:`ModelCaller.acall_many` (or
+    :meth:`ModelCaller.acall_structured_many`)."""
     entries = [entry for item in items for entry in build(item)]
     requests = [v for _, v in entries if isinstance(v, CallRequest)]
-    results = iter(await caller.acall_many(requests, progress=progress))
+    if schema is None:
+        answered: list[Any] = await caller.acall_many(requests, progress=progress)
+    else:
+        answered = await caller.acall_structured_many(requests, schema, progress=progress)
+    results = iter(answered)
     return [(meta, next(results) if isinstance(v, CallRequest) else v) for meta, v in entries]
