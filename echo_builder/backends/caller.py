@@ -45,7 +45,7 @@ from echo_builder.backends.base import (
     TextPart,
     run_sync,
 )
-from echo_builder.backends.spend import Budget, UsageMeter
+from echo_builder.backends.spend import Budget, UsageMeter, hold
 from echo_builder.cache import CacheWriteError, CallCache, call_key
 from echo_builder.errors import (
     BackendError,
@@ -361,42 +361,37 @@ class ModelCaller:
         async with self._semaphore():
             if self._halted is not None:
                 raise self._halted
-            ticket = (
-                await self.budget.reserve(request.messages, request.params, request.stage)
-                if self.budget is not None
-                else None
+            async with hold(self.budget, request.messages, request.params, request.stage) as charge:
+                return await self._send(request, charge)
+
+    async def _send(self, request: CallRequest, charge: Any) -> Reply:
+        """One attempt of ``request`` (inside the semaphore and the budget's reservation)."""
+        self.stats.attempts += 1
+        self.stats.in_flight += 1
+        self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
+        try:
+            reply = await asyncio.wait_for(
+                self.backend.agenerate(request.messages, request.params), timeout=self.timeout_s
             )
-            self.stats.attempts += 1
-            self.stats.in_flight += 1
-            self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
-            settled = False
-            try:
-                reply = await asyncio.wait_for(
-                    self.backend.agenerate(request.messages, request.params), timeout=self.timeout_s
-                )
-                if ticket is not None:
-                    self.budget.settle(ticket, reply.usage)  # type: ignore[union-attr]
-                    settled = True
-                return reply
-            except asyncio.TimeoutError:
-                raise RetryableBackendError(
-                    f"no reply within {self.timeout_s:g} s", backend_id=self.backend.backend_id
-                ) from None
-            except BackendError:
+            charge(reply.usage)
+            return reply
+        except asyncio.TimeoutError:
+            raise RetryableBackendError(
+                f"no reply within {self.timeout_s:g} s", backend_id=self.backend.backend_id
+            ) from None
+        except BackendError:
+            raise
+        except Exception as exc:
+            origin = self._plugin_origin()
+            if origin is None:  # echo-bench's own backend: a bug, shown as one
                 raise
-            except Exception as exc:
-                origin = self._plugin_origin()
-                if origin is None:  # echo-bench's own backend: a bug, shown as one
-                    raise
-                # a plugin's bug is a failed call of that plugin (recorded, never retried); the run goes on
-                raise PermanentBackendError(
-                    f"the plugin backend {self.backend.name!r} ({origin}) raised {type(exc).__name__}: {exc}",
-                    backend_id=self.backend.backend_id,
-                ) from exc
-            finally:
-                self.stats.in_flight -= 1
-                if ticket is not None and not settled:
-                    self.budget.release(ticket)  # type: ignore[union-attr]
+            # a plugin's bug is a failed call of that plugin (recorded, never retried); the run goes on
+            raise PermanentBackendError(
+                f"the plugin backend {self.backend.name!r} ({origin}) raised {type(exc).__name__}: {exc}",
+                backend_id=self.backend.backend_id,
+            ) from exc
+        finally:
+            self.stats.in_flight -= 1
 
     def _plugin_origin(self) -> str | None:
         """The distribution of the backend when it is a plugin's (``None`` for a built-in or an unregistered class)."""
@@ -631,26 +626,16 @@ class ModelCaller:
         async for attempt in self._retrying():
             with attempt:
                 async with self._semaphore():
-                    ticket = (
-                        await self.budget.reserve(request.messages, request.params, request.stage)
-                        if self.budget is not None
-                        else None
-                    )
                     self.stats.attempts += 1
                     start = time.perf_counter()
-                    try:
+                    async with hold(self.budget, request.messages, request.params, request.stage) as charge:
                         scores = await asyncio.wait_for(
                             self.backend.acandidate_probabilities(
                                 request.messages, candidates, request.params
                             ),
                             timeout=self.timeout_s,
                         )
-                    except BaseException:
-                        if ticket is not None:
-                            self.budget.release(ticket)  # type: ignore[union-attr]
-                        raise
-                    if ticket is not None:  # no token counts come with scores: the estimate is charged
-                        self.budget.settle(ticket, None)  # type: ignore[union-attr]
+                        charge(None)  # no token counts come with scores: the estimate is charged
         if self.cache is not None:
             self.cache.put(
                 key,

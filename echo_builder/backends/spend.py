@@ -18,9 +18,10 @@ long as no call uses more input tokens than its stage's worst ratio predicts (ne
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ __all__ = [
     "Budget",
     "UsageMeter",
     "estimate_input_tokens",
+    "hold",
 ]
 
 #: Tokens assumed per image before any reply calibrated the estimate: OpenAI's high-detail count for a
@@ -255,3 +257,33 @@ class Budget:
     def summary(self) -> dict[str, Any]:
         """``{"max_usd", "spent_usd"}`` for run records."""
         return {"max_usd": self.max_usd, "spent_usd": round(self.spent_usd, 6)}
+
+
+@contextlib.asynccontextmanager
+async def hold(
+    budget: Budget | None, messages: Sequence[Message], params: GenerationParams, stage: str
+) -> AsyncIterator[Callable[[Usage | None], None]]:
+    """Reserve one call's estimate on ``budget`` around the call; yields ``charge(usage)`` to settle it with the
+    reported tokens (``None``: charge the estimate). A call that leaves without being charged (it failed) releases
+    its reservation. With ``budget=None`` nothing is checked and ``charge`` does nothing.
+
+    Raises:
+        BudgetExceededError: on entry, when the call would pass the cap (see :meth:`Budget.reserve`).
+    """
+    if budget is None:
+        yield lambda usage: None
+        return
+    ticket = await budget.reserve(messages, params, stage)
+    charged = False
+
+    def charge(usage: Usage | None) -> None:
+        nonlocal charged
+        if not charged:
+            budget.settle(ticket, usage)
+            charged = True
+
+    try:
+        yield charge
+    finally:
+        if not charged:
+            budget.release(ticket)
