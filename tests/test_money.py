@@ -345,3 +345,31 @@ def test_estimate_build_counts_posts_and_uses_history(openai_server, tmp_path):
         total = next(x for x in again.output.splitlines() if x.startswith("total:"))
         assert float(total.split()[1]) == pytest.approx(actual, abs=2e-4)
         assert not (tmp_path / "stages").exists() and not list(tmp_path.glob("*.sqlite"))
+
+
+def test_metrics_max_cost_caps_the_text_rendering_judge(openai_server, tmp_path):
+    openai_server.reply = lambda body: "Legible. [[9]]"
+    samples = [{"id": f"s{i}", "prompt": f'a sign saying "OPEN {i}"'} for i in range(8)]
+    bench = make_benchmark(tmp_path / "bench", "text_to_image", samples)
+    make_outputs(
+        tmp_path / "outputs",
+        {"m": {s["id"]: Image.new("RGB", (24, 24), (i * 30, 9, 9)) for i, s in enumerate(samples)}},
+    )
+    args = [
+        "metrics",
+        "--benchmark",
+        str(bench),
+        "--config",
+        "text_to_image",
+        "--outputs",
+        str(tmp_path / "outputs"),
+    ]
+    args += ["--metric", "text_rendering", "--judge", "openai:judge-x", "--base-url", openai_server.base_url]
+    args += ["--prices", str(_price_file(tmp_path)), "--out", str(tmp_path / "metrics")]
+    stopped = CliRunner().invoke(cli, [*args, "--max-cost", "0.01"])
+    assert stopped.exit_code == 1 and "--max-cost 0.01 USD reached" in stopped.output, stopped.output
+    first = list(openai_server.log.bodies)
+    assert 0 < len(first) < 8 and _usd(first, 1.0, 3.0) <= 0.01
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code == 0, done.output
+    assert len(openai_server.log.bodies) == 8  # the first run's replies came from the cache
