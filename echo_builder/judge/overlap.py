@@ -94,6 +94,10 @@ async def prepare_and_call(
             future.exception()  # retrieved: a shared failure is raised by its owner, not logged as lost
             raise
         future.set_result(result)
+        if _served_from_cache(result):
+            # a cache hit answers at once (nothing can be waiting on it): a later duplicate looks itself up and
+            # counts as a hit, as in ModelCaller.acall_many
+            del shared[key]
         return result
 
     async def one(index: int, pool: ThreadPoolExecutor) -> None:
@@ -127,6 +131,13 @@ async def prepare_and_call(
             if caller.cache is not None:
                 caller.cache.flush_counters()
     return [entry for entries in slots if entries is not None for entry in entries]
+
+
+def _served_from_cache(result: Any) -> bool:
+    """Whether a :class:`CallResult` (or every call of a :class:`StructuredResult`) came from the cache."""
+    if isinstance(result, StructuredResult):
+        return bool(result.calls) and all(c.cached for c in result.calls)
+    return bool(result.cached)
 
 
 def call_structured_overlapped(
