@@ -235,7 +235,7 @@ def cost_options(function: F) -> F:
         metavar="USD",
         help="Stop before the model calls of this run would cost more than USD (estimated per call before it "
         "is sent, settled with the reported tokens). Everything done is kept: rerun with a higher --max-cost "
-        "to continue. Cache hits are free. Needs a price for the model (--prices).",
+        "to continue. Cache hits are free. Needs a price for the model (shipped, or from --prices).",
     )(function)
 
 
