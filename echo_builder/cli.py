@@ -20,6 +20,7 @@ from echo_builder.commands.backends import backends, cache
 from echo_builder.commands.collect import collect
 from echo_builder.commands.curation import build, publish
 from echo_builder.commands.demo import demo
+from echo_builder.commands.estimate import estimate
 from echo_builder.commands.evaluation import (
     agreement,
     export_pairs,
@@ -159,6 +160,7 @@ for _command in (
     generate,
     plugins,
     analyze,
+    estimate,
 ):
     cli.add_command(_command)
 

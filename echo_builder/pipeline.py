@@ -107,6 +107,12 @@ class BuildConfig:
             an online build's for the same replies; a build may switch between batch and online when resumed.
         batch_retry: ``online``, ``batch`` or ``none``: what happens to lines a batch failed transiently.
         batch_poll_s: seconds before the first status check of a batch (then doubling up to 10 minutes).
+        max_cost_usd: ``--max-cost``: the model calls this invocation sends may cost at most this many US dollars
+            (:class:`~echo_builder.backends.spend.Budget`); the call that would pass it stops the build with
+            :class:`~echo_builder.errors.BudgetExceededError`, every reply so far kept for ``resume``. ``None``: no
+            cap. Ignored by the ``rules`` backend (it makes no call).
+        prices_file: a price file whose entries replace or add to the shipped ``echo_builder/prices.yaml``
+            (:func:`echo_builder.prices.load_prices`).
     """
 
     sources: Sequence[str | Path]
@@ -143,6 +149,8 @@ class BuildConfig:
     batch: bool = False
     batch_retry: str = "online"
     batch_poll_s: float = 30.0
+    max_cost_usd: float | None = None
+    prices_file: str | Path | None = None
 
 
 @dataclass
@@ -337,7 +345,10 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         )
     if config.salt_file is not None:
         _salt(config, None)  # a bad salt file fails before anything is written
-    caller = _caller(config)
+    from echo_builder.prices import load_prices
+
+    prices = load_prices(config.prices_file)  # a bad price file fails before anything is written
+    caller = _caller(config, prices)
     folder = _prepare_out(config, [d.name for d in stages])
     out, stages_dir = folder.out, folder.stages
     salt = _salt(config, out)
@@ -364,6 +375,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     try:
         for definition in stages:
             started = time.perf_counter()
+            used_before = caller.meter.snapshot() if caller is not None else {}
             try:
                 output = _run_stage(definition, context)
             except NoPostsError:
@@ -381,6 +393,10 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
                 if name in output.files:
                     _write_jsonl(out, stages_dir / name, output.files[name])
             entry = {"name": definition.name, **output.report}
+            if caller is not None and definition.calls_model:
+                # tokens of the replies this stage used, cache hits included: the same on a resumed build
+                used = caller.meter.since(used_before)
+                entry["cost"] = prices.cost(caller.backend.backend_id, *used).to_dict()
             entries.append(entry)
             timings[definition.name] = round(time.perf_counter() - started, 3)
             if on_stage is not None:
@@ -416,6 +432,8 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         "versions": versions,
         "stages": entries,
     }
+    if caller is not None:
+        report["cost"] = _cost_summary(caller, prices)
     if duplicate_notes:
         report["duplicate_ids"] = duplicate_notes
     # the dataset first (its files are all renamed into place together), then the report and the stage files:
@@ -426,6 +444,11 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     stats: dict[str, Any] = {"wall_time_s": timings, **context.run_stats}
     if caller is not None:
         stats["model_calls"] = vars(caller.stats)
+        # what this invocation's own calls cost (a resumed build pays only for the calls it repeats)
+        spent = prices.cost(caller.backend.backend_id, *caller.meter.totals(fresh=True))
+        stats["spent"] = spent.to_dict()
+        if caller.budget is not None:
+            stats["budget"] = caller.budget.summary()
     _write_json(out / "run_stats.json", stats, root=out)
     mark_output(out, "build", complete=True)
     return BuildResult(out, samples, context.trees, report)
@@ -545,9 +568,23 @@ def _write_dataset(
     )
 
 
-def _caller(config: BuildConfig) -> Any:
+def _cost_summary(caller: Any, prices: Any) -> dict[str, Any]:
+    """``report.json``'s ``cost``: tokens and USD of every reply the build used (cache hits priced as if paid,
+    so a resumed build reports what building from scratch costs) and the price entry applied."""
+    model = caller.backend.backend_id
+    total = prices.cost(model, *caller.meter.totals())
+    return {
+        "currency": "USD",
+        **total.to_dict(),
+        "price": prices.describe(model),
+        "note": "list prices as of the price entry's date; cache hits are priced as if paid",
+    }
+
+
+def _caller(config: BuildConfig, prices: Any = None) -> Any:
     """The model caller for ``config.backend`` (``None`` for rules); its cache is attached once the folder exists.
-    The call limits are checked first, for every backend (a bad number fails before anything is written)."""
+    The call limits are checked first, for every backend (a bad number fails before anything is written); with
+    ``config.max_cost_usd`` it gets a :class:`~echo_builder.backends.spend.Budget` on ``prices``."""
     from echo_builder.backends.caller import check_call_limits
 
     check_call_limits(
@@ -565,6 +602,12 @@ def _caller(config: BuildConfig) -> Any:
     from echo_builder.backends import create_backend
     from echo_builder.backends.caller import ModelCaller, RetryPolicy
 
+    budget = None
+    if config.max_cost_usd is not None:
+        from echo_builder.backends.spend import Budget
+        from echo_builder.prices import load_prices
+
+        budget = Budget(config.max_cost_usd, prices or load_prices(), config.backend.strip())
     backend = create_backend(config.backend, **config.backend_options)
     if config.batch:
         from echo_builder.backends.batch import batch_settings, check_batchable
@@ -576,6 +619,7 @@ def _caller(config: BuildConfig) -> Any:
         concurrency=config.concurrency,
         timeout_s=config.timeout_s,
         retry=RetryPolicy(max_attempts=config.max_attempts),
+        budget=budget,
     )
 
 

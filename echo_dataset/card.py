@@ -62,6 +62,7 @@ def card_context_from_report(report: Mapping[str, Any], **extra: Any) -> dict[st
         "stages": [
             {k: s.get(k) for k in ("name", "in", "out", "failures")} for s in report.get("stages") or ()
         ],
+        "cost": report.get("cost"),
     }
     screening = next((s for s in report.get("stages") or () if s.get("name") == "safety"), None)
     if screening is not None:  # the optional NSFW screening stage ran (build --nsfw-check)
@@ -138,6 +139,18 @@ def _window(context: Mapping[str, Any]) -> str:
     return _UNKNOWN
 
 
+def _cost_line(cost: Mapping[str, Any]) -> str:
+    """The card's "Curation cost" text from ``report.json``'s ``cost``."""
+    tokens = f"{cost.get('input_tokens', 0):,} input and {cost.get('output_tokens', 0):,} output tokens"
+    price = cost.get("price") or {}
+    if cost.get("usd") is None or not price:
+        return f"not priced (no price for the backend's model); {tokens}"
+    return (
+        f"{cost['usd']:.2f} USD for {tokens}, at the list prices of `{price.get('entry')}` as of "
+        f"{price.get('date')} ({price.get('source')})"
+    )
+
+
 def render_card(
     context: Mapping[str, Any],
     *,
@@ -153,7 +166,9 @@ def render_card(
             ``stages`` (``[{name, in, out, failures}]``), ``dropped`` (Trash/Discard count), ``license``,
             ``license_name``, ``license_note``, ``pretty_name``, ``description``, ``pseudonymized``,
             ``public_salt`` (whether pseudonyms used the public default salt), ``nsfw_screening``
-            (``{detector, threshold, flagged}`` of the optional safety stage; see :func:`nsfw_line`).
+            (``{detector, threshold, flagged}`` of the optional safety stage; see :func:`nsfw_line`),
+            ``cost`` (``report.json``'s ``cost``: ``usd``, ``input_tokens``, ``output_tokens``, ``price``; shown as
+            "Curation cost").
         counts: rows per config.
         template: a template file; default ``echo_dataset/templates/echo_card.md.tmpl``.
         dataset_info: per-config ``dataset_info`` YAML entries (see :func:`front_matter`).
@@ -192,6 +207,11 @@ def render_card(
                 else [f"- Generation settings: {settings or 'defaults (temperature 0)'}"]
             ),
             f"- Prompt versions: {prompts or _UNKNOWN}",
+            *(
+                []
+                if backend == "rules" or not context.get("cost")
+                else [f"- Curation cost: {_cost_line(context['cost'])}"]
+            ),
             f"- echo-bench version: {context.get('package_version') or __version__}",
             *filter(None, [nsfw_line(context.get("nsfw_screening"))]),
         ]

@@ -15,6 +15,7 @@ from echo_builder.commands.options import (
     RegistryHelpOption,
     batch_options,
     call_limit_options,
+    cost_options,
     parse_options,
     run_config_option,
     run_config_record,
@@ -184,6 +185,7 @@ class SourcePath(click.Path):
     "(a prompt of format echo-bench-nsfw-prompt/1) and its backend's options (base_url, ...).",
 )
 @batch_options
+@cost_options
 @run_config_option
 def build(
     sources: tuple[str, ...],
@@ -217,6 +219,8 @@ def build(
     batch: bool = False,
     batch_retry: str = "online",
     batch_poll_s: float = 30.0,
+    max_cost: float | None = None,
+    prices_file: str | None = None,
 ) -> None:
     """Curate posts from SOURCES (export files or folders) into benchmark samples.
 
@@ -274,6 +278,8 @@ def build(
         batch=batch,
         batch_retry=batch_retry,
         batch_poll_s=batch_poll_s,
+        max_cost_usd=max_cost,
+        prices_file=prices_file,
     )
     if nsfw_check is None and (nsfw_threshold is not None or nsfw_options):
         raise click.UsageError("--nsfw-threshold and --nsfw-option need --nsfw-check")

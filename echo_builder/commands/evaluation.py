@@ -19,6 +19,7 @@ from echo_builder.commands.options import (
     backend_options,
     batch_options,
     call_limit_options,
+    cost_options,
     run_config_option,
     run_config_record,
 )
@@ -54,7 +55,13 @@ __all__ = ["agreement", "export_pairs", "judge", "leaderboard", "metrics", "publ
     "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Run folder to write."
 )
 @click.option(
-    "--base-url", help="Server URL for openai: judges (default: $ECHO_OPENAI_BASE_URL or $OPENAI_BASE_URL)."
+    "--base-url",
+    "--base-urls",
+    "base_url",
+    multiple=True,
+    help="Server URL for openai: judges (default: $ECHO_OPENAI_BASE_URL or $OPENAI_BASE_URL). Repeat it for "
+    "replicas of one model (base_urls: [...] in a run config): each call goes to the replica with the fewest "
+    "calls outstanding and fails over to another when one errors or times out; verdicts record the replica.",
 )
 @click.option(
     "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Backend option; repeatable."
@@ -86,6 +93,7 @@ __all__ = ["agreement", "export_pairs", "judge", "leaderboard", "metrics", "publ
     "protocol; see docs/reproducing-echo.md.",
 )
 @batch_options
+@cost_options
 @run_config_option
 def judge(
     benchmark: str,
@@ -94,7 +102,7 @@ def judge(
     judges: tuple[str, ...],
     mode: str,
     out_dir: str,
-    base_url: str | None,
+    base_url: tuple[str, ...],
     options: tuple[str, ...],
     concurrency: int,
     timeout_s: float,
@@ -106,6 +114,8 @@ def judge(
     batch: bool = False,
     batch_retry: str = "online",
     batch_poll_s: float = 30.0,
+    max_cost: float | None = None,
+    prices_file: str | None = None,
 ) -> None:
     """Judge model outputs on a benchmark config with one or more VLM judges.
 
@@ -133,6 +143,8 @@ def judge(
         batch=batch,
         batch_retry=batch_retry,  # type: ignore[arg-type]
         batch_poll_s=batch_poll_s,
+        max_cost_usd=max_cost,
+        prices_file=prices_file,
     )
     s = result.summary
     if not s:  # a non-main accelerate process: rank 0 reports
@@ -145,7 +157,8 @@ def judge(
     for j in s["judges"]:
         click.echo(
             f"  {j['spec']}: {j['calls']} calls, {j['cache_hits']} cache hits, "
-            f"snapshot {', '.join(j['snapshots']) or 'not reported'}"
+            f"snapshot {', '.join(j['snapshots']) or 'not reported'}, "
+            f"cost {_usd(j['cost']['usd'])}"
         )
     click.echo(f"wrote {result.out_dir}; next: echo-bench leaderboard {result.out_dir}")
     judged = s["n_verdicts"] - s["statuses"].get("missing_output", 0)
@@ -261,6 +274,7 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
     "--format", "table_format", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True
 )
 @batch_options
+@cost_options
 @run_config_option
 def metrics(
     benchmark: str,
@@ -272,6 +286,8 @@ def metrics(
     options: tuple[str, ...],
     judge_prompt: str | None,
     table_format: str,
+    max_cost: float | None = None,
+    prices_file: str | None = None,
     metric_names: tuple[str, ...] = (),
     batch: bool = False,
     batch_retry: str = "online",
@@ -320,6 +336,12 @@ def metrics(
             )
 
         run_options["batch"] = batch_settings(out_dir, retry=batch_retry, poll_s=batch_poll_s)  # type: ignore[arg-type]
+
+    if max_cost is not None and judges:
+        from echo_builder.backends.spend import Budget
+        from echo_builder.prices import load_prices
+
+        run_options["budget"] = Budget(max_cost, load_prices(prices_file), judges[0])
     result = run_metrics(
         benchmark,
         config_name,
@@ -355,6 +377,11 @@ def metrics(
     for name, reason in result.unavailable.items():
         click.echo(f"not computed: {name}: {reason}", err=True)
     click.echo(f"wrote {result.out_dir}")
+
+
+def _usd(value: float | None) -> str:
+    """A cost for people: ``0.0123 USD``, or ``not priced``."""
+    return "not priced" if value is None else f"{value:.4f} USD"
 
 
 def _strict_json(value: Any) -> str:

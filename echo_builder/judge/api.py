@@ -111,12 +111,15 @@ def verdicts_per_judge(
     concurrency: int = 8,
     max_attempts: int = 6,
     batch: Any | None = None,
+    budget: Any | None = None,
 ) -> dict[str, list[Any]]:
     """``{spec: run(Judge(spec), items)}`` for every judge spec, sharing one call cache (when given).
 
     ``run`` chooses the protocol (``judge.single``, ``judge.probability``, a text-rendering template, ...).
     ``batch`` (:class:`~echo_builder.backends.batch.BatchSettings`) sends the uncached calls through the OpenAI
     Batch API; a judge without one raises :class:`~echo_builder.errors.ConfigError` before anything is written.
+    ``budget``: a :class:`~echo_builder.backends.spend.Budget` (``--max-cost``) shared by all judges; a call that
+    would pass it raises :class:`~echo_builder.errors.BudgetExceededError` (replies so far stay in the cache).
     """
     from echo_builder.backends import create_backend
     from echo_builder.backends.caller import ModelCaller, RetryPolicy
@@ -137,6 +140,7 @@ def verdicts_per_judge(
             for backend in pending:
                 check_batchable(backend)
         cache = CallCache(cache_dir) if cache_dir else None
+        budgets = {spec: budget.for_model(spec) for spec in judges} if budget is not None else {}
         for spec in judges:
             caller = ModelCaller(
                 pending[0],
@@ -144,6 +148,7 @@ def verdicts_per_judge(
                 concurrency=concurrency,
                 retry=RetryPolicy(max_attempts=max_attempts),
                 batch=batch,
+                budget=budgets.get(spec),
             )
             try:
                 out[spec] = run(Judge(caller), items)

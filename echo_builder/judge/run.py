@@ -173,6 +173,8 @@ def run_judging(
     batch: bool = False,
     batch_retry: Literal["online", "batch", "none"] = "online",
     batch_poll_s: float = 30.0,
+    max_cost_usd: float | None = None,
+    prices_file: str | Path | None = None,
 ) -> JudgeRunResult:
     """Judge every (sample, model) of ``config`` with every judge spec and write the run folder.
 
@@ -198,11 +200,22 @@ def run_judging(
             call answered in a batch (a batch has no per-call wall time).
         batch_retry: ``online``, ``batch`` or ``none``: what happens to lines a batch failed transiently.
         batch_poll_s: seconds before the first status check of a batch (then doubling up to 10 minutes).
+        max_cost_usd: ``--max-cost``: the calls of all judges together may cost at most this many US dollars
+            (:class:`~echo_builder.backends.spend.Budget`); ``None``: no cap. Cache hits cost nothing.
+        prices_file: a price file on top of the shipped ``echo_builder/prices.yaml``. ``run.json`` records per
+            judge ``cost`` (this run's calls) and ``cost_with_cache`` (every reply used, cache hits priced as if
+            paid), each ``{input_tokens, output_tokens, usd}`` with ``usd`` ``null`` for an unpriced model.
 
     Raises:
-        ConfigError: no judges, no models, unknown mode, unreadable outputs, or a bad or unfitting prompt file;
-            ``batch`` with a judge that has no Batch API.
+        ConfigError: no judges, no models, unknown mode, unreadable outputs, a bad or unfitting prompt file, a bad
+            price file, ``max_cost_usd`` for a judge without a price, or ``batch`` with a judge that has no Batch
+            API.
+        BudgetExceededError: the next call would pass ``max_cost_usd``; the calls in flight finish and every reply
+            is in the run's cache, so the same command with a higher ``--max-cost`` continues (nothing but the
+            cache and the folder's marker is written then).
     """
+    from echo_builder.backends.spend import Budget
+    from echo_builder.prices import load_prices
     from echo_dataset.loading import read_config
 
     if not judges:
@@ -245,6 +258,11 @@ def run_judging(
             )
     # limits and backends are checked first: a bad number, spec, option or missing key fails before anything is written
     check_call_limits(concurrency=concurrency, timeout_s=timeout_s, max_attempts=max_attempts)
+    prices = load_prices(prices_file)
+    budgets: dict[str, Budget] = {}
+    if max_cost_usd is not None:
+        first = Budget(max_cost_usd, prices, judges[0])
+        budgets = {spec: first if spec == judges[0] else first.for_model(spec) for spec in judges}
     backends = {spec: create_backend(spec, **(judge_options or {}).get(spec, {})) for spec in judges}
     batching = None
     if batch:
@@ -279,6 +297,7 @@ def run_judging(
                 timeout_s=timeout_s,
                 retry=RetryPolicy(max_attempts=max_attempts),
                 batch=batching,
+                budget=budgets.get(spec),
             )
             judge = Judge(caller, prompts={prompt.answer: prompt})
             label = f"judging with {spec}" if progress else None
@@ -305,8 +324,14 @@ def run_judging(
                     "input_tokens": caller.stats.input_tokens,
                     "output_tokens": caller.stats.output_tokens,
                     "statuses": dict(Counter(v.status for v in batch)),
+                    "cost": prices.cost(spec, *caller.meter.totals(fresh=True)).to_dict(),
+                    "cost_with_cache": prices.cost(spec, *caller.meter.totals()).to_dict(),
+                    "price": prices.describe(spec),
                 }
             )
+            spread = getattr(backend, "spread", None)
+            if callable(spread):  # replicas: calls each answered, and failed over to another
+                judge_info[-1]["replicas"] = spread()
             backend.close()
     finally:
         cache.close()
@@ -345,7 +370,10 @@ def run_judging(
         "n_verdicts": len(verdicts),
         "statuses": dict(Counter(v.status for v in verdicts)),
         "wall_time_s": round(time.time() - started, 3),
+        "cost_usd": _total_usd(judge_info),
     }
+    if budgets:
+        summary["budget"] = next(iter(budgets.values())).summary()
     if run_config is not None:
         summary["run_config"] = run_config
     if batching is not None:
@@ -353,6 +381,19 @@ def run_judging(
     write_text(out, out / RUN_FILE, redact(json.dumps(summary, indent=2, sort_keys=True)) + "\n")
     # (outputs matching no sample were warned about before any call: check_output_matches; run.json counts them)
     return JudgeRunResult(out, verdicts, summary)
+
+
+def _total_usd(judge_info: Sequence[dict[str, Any]]) -> float | None:
+    """USD of this run's calls over all judges; ``None`` when a judge that made calls has no price."""
+    total = 0.0
+    for info in judge_info:
+        usd = info["cost"]["usd"]
+        if usd is None:
+            if info["cost"]["input_tokens"] or info["cost"]["output_tokens"]:
+                return None
+            continue
+        total += usd
+    return round(total, 6)
 
 
 def check_output_matches(

@@ -60,6 +60,7 @@ def text_rendering(
     ocr_evidence: bool = False,
     ocr: Any | None = None,
     batch: Any | None = None,
+    budget: Any | None = None,
 ) -> MetricResult:
     """Judge the text rendering of each output image.
 
@@ -79,6 +80,7 @@ def text_rendering(
             :func:`echo_builder.ocr.default_engine`, PP-OCRv4), used only with ``ocr_evidence``.
         batch: :class:`~echo_builder.backends.batch.BatchSettings` to send the uncached judge calls through the
             OpenAI Batch API (``openai:`` judges only), or ``None`` (online).
+        budget: a :class:`~echo_builder.backends.spend.Budget` (``--max-cost``) over all judge calls.
 
     Returns:
         :class:`MetricResult` with values in [0, 1] (higher is better), NaN with the reason for failures and
@@ -133,6 +135,7 @@ def text_rendering(
         concurrency=concurrency,
         max_attempts=max_attempts,
         batch=batch,
+        budget=budget,
     )
     ratings = {j: [v.rating if v.rating is not None else math.nan for v in vs] for j, vs in verdicts.items()}
     statuses = {j: [v.status for v in vs] for j, vs in verdicts.items()}
@@ -243,6 +246,7 @@ def _score_for_run(
         template=options.get("judge_prompt"),
         ocr_evidence=evidence,
         batch=options.get("batch"),
+        budget=options.get("budget"),
     )
     if evidence:  # each row's detail: the backend id and the OCR text the judge was shown
         backend = result.extras["backend"]
