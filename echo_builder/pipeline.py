@@ -102,6 +102,14 @@ class BuildConfig:
             no screening, ``has_nsfw`` stays null.
         nsfw_threshold: the checker's flagging threshold in [0, 1]; ``None``: its default (NudeNet 0.6, VLM 0.5).
         nsfw_options: checker options (NudeNet: ``classes``; a VLM: its backend's options such as ``base_url``).
+        previous: refresh this earlier version (a dataset or build folder, or a Hub dataset id): published samples
+            keep their ids, previous samples outside the new collection window are carried over unchanged, and
+            what was removed is recorded with its reason in ``OUT/changes.json`` (see :mod:`echo_builder.refresh`).
+        version: the dataset's version ``MAJOR.MINOR.PATCH``, written into the card; default with ``previous``:
+            the previous card's version with the minor number bumped (``1.0.0`` when it has none); default
+            without: none (the card has no Version section).
+        takedowns: a file of sample ids or post ids (one a line) to remove (reason ``takedown``); with
+            ``previous`` or without.
     """
 
     sources: Sequence[str | Path]
@@ -135,6 +143,9 @@ class BuildConfig:
     nsfw_check: Any = None
     nsfw_threshold: float | None = None
     nsfw_options: dict[str, Any] = field(default_factory=dict)
+    previous: str | Path | None = None
+    version: str | None = None
+    takedowns: str | Path | None = None
 
 
 @dataclass
@@ -290,6 +301,9 @@ def _settings(config: BuildConfig, stages: Sequence[str]) -> dict[str, Any]:
         settings["prefilter"] = True
     if config.hf_columns:
         settings["hf_columns"] = dict(config.hf_columns)
+    for key in ("previous", "version", "takedowns"):  # recorded only when set (a refresh, see refresh.py)
+        if getattr(config, key) is not None:
+            settings[key] = str(getattr(config, key))
     if list(stages) != [d.name for d in builtin_order(config)]:
         settings["stages"] = list(stages)
     return settings
@@ -329,6 +343,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         )
     if config.salt_file is not None:
         _salt(config, None)  # a bad salt file fails before anything is written
+    refresh = _refresh_inputs(config)  # an unreadable previous version or takedown file: before any write
     caller = _caller(config)
     folder = _prepare_out(config, [d.name for d in stages])
     out, stages_dir = folder.out, folder.stages
@@ -408,7 +423,23 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         report["duplicate_ids"] = duplicate_notes
     # the dataset first (its files are all renamed into place together), then the report and the stage files:
     # until the dataset is written, a rebuild has changed none of a finished build's files
-    _write_dataset(config, out, samples, report, salt=salt, identifiers=author_identifiers(context.posts))
+    changes = None
+    if refresh is not None:
+        changes = _apply_refresh(refresh, samples, context.posts)
+        report["refresh"] = {k: changes[k] for k in ("version", "previous", "window", "counts")}
+    _write_dataset(
+        config,
+        out,
+        [s for s in samples if changes is None or s.id in changes["_keep"]],
+        report,
+        salt=salt,
+        identifiers=author_identifiers(context.posts),
+        changes=changes,
+    )
+    if changes is not None:
+        _write_json(
+            out / "changes.json", {k: v for k, v in changes.items() if not k.startswith("_")}, root=out
+        )
     _write_json(out / REPORT_FILE, report, root=out)
     _commit(folder)
     stats: dict[str, Any] = {"wall_time_s": timings, **context.run_stats}
@@ -510,10 +541,12 @@ def _write_dataset(
     *,
     salt: str,
     identifiers: Sequence[str] = (),
+    changes: dict[str, Any] | None = None,
 ) -> None:
     """The hub-shaped folder in ``out`` itself (``<config>/test-*.parquet`` + README card), so
     ``load_dataset(out, "text_to_image")`` and ``echo-bench publish out`` work directly. ``salt`` and
-    ``identifiers`` (the input's authors) go to the pseudonymization."""
+    ``identifiers`` (the input's authors) go to the pseudonymization; ``changes`` (a refresh) adds the carried
+    rows of the previous version and the card's Version section."""
     from echo_builder.dataset_rows import rows_by_config
     from echo_dataset.card import card_context_from_report
     from echo_dataset.writer import DEFAULT_MAX_SHARD_BYTES, write_hub_folder
@@ -521,6 +554,19 @@ def _write_dataset(
     store_root = Path(config.media_store) if config.media_store else out / "media"
     grouped, dropped = rows_by_config(samples, media_root=store_root)
     context = card_context_from_report(report, dropped=dropped, license=config.license)
+    carried = None
+    if changes is not None:
+        from echo_builder.refresh import carried_rows
+
+        carried = carried_rows(changes["previous"]["source"], changes["carried"])
+        context |= {
+            "version": changes["version"],
+            "previous_source": changes["previous"]["source"] if changes["previous"]["source"] else None,
+            "previous_version": changes["previous"]["version"],
+            "changes": changes["counts"],
+        }
+        if changes["window"]:  # this collection window, not the span of the carried rows
+            context["collection_window"] = tuple(changes["window"])
     write_hub_folder(
         grouped,
         out,
@@ -530,7 +576,62 @@ def _write_dataset(
         salt=salt,
         identifiers=identifiers,
         max_shard_bytes=config.max_shard_bytes or DEFAULT_MAX_SHARD_BYTES,
+        carried=carried,
     )
+
+
+@dataclass
+class _RefreshInputs:
+    previous: Any  # echo_builder.refresh.Previous, or None for a versioned first build
+    version: str
+    takedowns: frozenset[str]
+
+
+def _refresh_inputs(config: BuildConfig) -> _RefreshInputs | None:
+    """Read ``config.previous`` and the takedown file and fix the version; ``None`` for a plain build.
+
+    Raises:
+        ConfigError: an unreadable previous version or takedown file, or a malformed version.
+    """
+    if config.previous is None and config.version is None and config.takedowns is None:
+        return None
+    from echo_builder.refresh import read_previous, read_takedowns
+    from echo_dataset.errors import EchoDatasetError
+    from echo_dataset.versioning import FIRST_VERSION, bump_minor, check_version
+
+    previous = read_previous(config.previous) if config.previous is not None else None
+    try:
+        if config.version is not None:
+            version = check_version(config.version)
+        else:
+            version = bump_minor(previous.version) if previous is not None else FIRST_VERSION
+    except EchoDatasetError as exc:
+        raise ConfigError(f"--version: {exc}") from None
+    return _RefreshInputs(previous, version, read_takedowns(config.takedowns))
+
+
+def _apply_refresh(
+    refresh: _RefreshInputs, samples: Sequence[Sample], posts: Sequence[Any]
+) -> dict[str, Any]:
+    """``changes.json``'s content for this build (plus ``_keep``, the ids of the new samples to write)."""
+    from echo_builder.dataset_rows import route
+    from echo_builder.refresh import Previous, plan_refresh
+
+    times = sorted(p.created_at for p in posts if getattr(p, "created_at", None) is not None)
+    previous = refresh.previous or Previous("", {}, {}, None)
+    plan = plan_refresh(
+        previous,
+        [(s.id, route(s), s.source_post_ids) for s in samples],
+        collected_post_ids=[p.id for p in posts],
+        window=(times[0], times[-1]) if times else None,
+        takedowns=refresh.takedowns,
+        version=refresh.version,
+    )
+    changes = dict(plan.changes)
+    if refresh.previous is None:
+        changes["previous"] = {"source": None, "version": None}
+    changes["_keep"] = plan.keep_new | {s.id for s in samples if route(s) is None}
+    return changes
 
 
 def _caller(config: BuildConfig) -> Any:

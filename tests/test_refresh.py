@@ -1,0 +1,152 @@
+"""Versioned refresh (issue 19, item 4): ``build --previous`` keeps ids, carries, removes with reasons; ``diff``.
+
+The datasets are constructed so that every count is known: version 1 has five samples A-E (posts at T0 + 0, 3, 6,
+9, 12 minutes); the second collection window reads C's post again (T0 + 6 min), D's post edited into an irrelevant
+one, and two new posts a day later, F (taken down) and G. So: G added; C kept (same id); A carried (posted before
+the new window); B removed (takedown of its post); D removed (filtered: its post was read, the sample is gone);
+E removed (deleted: posted inside the new window, not read again); F withheld.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from click.testing import CliRunner
+
+from echo_builder.cli import cli
+from echo_builder.ids import sample_id
+from echo_builder.records import MediaRef, Post
+from echo_dataset.errors import EchoDatasetError
+from echo_dataset.loading import read_config
+from echo_dataset.versioning import bump_minor, card_version, check_version, diff_datasets
+
+T0 = datetime(2025, 3, 26, tzinfo=timezone.utc)
+N = {"A": 1000, "B": 1003, "C": 1006, "D": 1009, "E": 1012, "F": 3001, "G": 3002}
+ID = {k: sample_id([f"x:{n}"]) for k, n in N.items()}
+
+
+def _post(n: int, minutes: float, relevant: bool = True) -> Post:
+    return Post(
+        id=f"x:{n}",
+        platform="x",
+        url=f"https://x.com/u{n}/status/{n}",
+        author_id=f"u{n}",
+        text=f"GPT-4o made this! prompt: a cat number {n}" if relevant else f"gpt-4o api pricing note {n}",
+        created_at=T0 + timedelta(minutes=minutes),
+        media=(MediaRef(url=f"https://e.com/{n}.png"),) if relevant else (),
+    )
+
+
+def _write(path, posts):
+    path.write_text("\n".join(p.model_dump_json() for p in posts) + "\n")
+    return path
+
+
+def _build(*args):
+    result = CliRunner().invoke(cli, ["build", *map(str, args), "--offline", "--target-model", "GPT-4o"])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def versions(tmp_path_factory):
+    root = tmp_path_factory.mktemp("refresh")
+    first = _write(
+        root / "v1.jsonl", [_post(N[k], m) for k, m in zip("ABCDE", (0, 3, 6, 9, 12), strict=True)]
+    )
+    _build(first, "--out", root / "v1", "--version", "1.0.0")
+    second = _write(
+        root / "v2.jsonl",
+        [_post(N["C"], 6), _post(N["D"], 9, relevant=False), _post(N["F"], 1440), _post(N["G"], 1441)],
+    )
+    takedowns = root / "takedowns.txt"
+    takedowns.write_text("# authors' requests\nx:1003\nx:3001  # F\n")
+    output = _build(second, "--out", root / "v2", "--previous", root / "v1", "--takedowns", takedowns).output
+    return root, output
+
+
+def test_refresh_keeps_ids_carries_and_records_removals(versions):
+    root, output = versions
+    v1 = {r["id"]: r for r in read_config(root / "v1", "analysis")}
+    v2 = {r["id"]: r for r in read_config(root / "v2", "analysis")}
+    assert set(v1) == {ID[k] for k in "ABCDE"}
+    assert set(v2) == {ID["A"], ID["C"], ID["G"]}  # the same ids as in version 1 where the sample stayed
+    assert v2[ID["A"]] == v1[ID["A"]]  # carried over unchanged, row for row
+    changes = json.loads((root / "v2" / "changes.json").read_text())
+    assert changes["version"] == "1.1.0"
+    assert changes["previous"] == {"source": str(root / "v1"), "version": "1.0.0"}
+    assert changes["window"] == ["2025-03-26T00:06:00Z", "2025-03-27T00:01:00Z"]
+    assert changes["added"] == {"analysis": [ID["G"]]}
+    assert changes["kept"] == {"analysis": [ID["C"]]}
+    assert changes["carried"] == {"analysis": [ID["A"]]}
+    assert changes["withheld"] == [ID["F"]]
+    assert sorted((r["id"], r["reason"]) for r in changes["removed"]) == sorted(
+        [(ID["B"], "takedown"), (ID["D"], "filtered"), (ID["E"], "deleted")]
+    )
+    assert changes["counts"] == {
+        "added": 1,
+        "kept": 1,
+        "carried": 1,
+        "removed": 3,
+        "withheld": 1,
+        "removed_by_reason": {"deleted": 1, "filtered": 1, "takedown": 1},
+    }
+    assert (
+        "version 1.1.0: added 1, kept 1, carried over 1, removed 3 (deleted 1, filtered 1, takedown 1)"
+        in output
+    )
+    assert card_version(root / "v1") == "1.0.0" and card_version(root / "v2") == "1.1.0"
+    card = (root / "v2" / "README.md").read_text()
+    assert "## Version" in card and "Version **1.1.0**, posts collected 2025-03-26T00:06:00Z to" in card
+    assert "| carried over unchanged (outside this window) | 1 |" in card
+    assert card.index("## Version") < card.index("## Configs")
+
+
+def test_diff_counts_match_the_construction(versions):
+    root, _ = versions
+    diff = diff_datasets(root / "v1", root / "v2")
+    analysis = diff["configs"]["analysis"]
+    assert (analysis["old"], analysis["new"]) == (5, 3)
+    assert analysis["added"] == [ID["G"]]
+    assert analysis["removed"] == sorted(ID[k] for k in "BDE")
+    assert diff["totals"] == {"old": 5, "new": 3, "added": 1, "removed": 3, "kept": 2}
+    assert (diff["old"]["version"], diff["new"]["version"]) == ("1.0.0", "1.1.0")
+    shown = CliRunner().invoke(cli, ["diff", str(root / "v1"), str(root / "v2")])
+    assert shown.exit_code == 0, shown.output
+    assert "analysis               5       3       1        3" in shown.output
+    assert f"added in analysis: {ID['G']}" in shown.output
+    as_json = CliRunner().invoke(cli, ["diff", str(root / "v1"), str(root / "v2"), "--format", "json"])
+    assert json.loads(as_json.output)["totals"]["removed"] == 3
+
+
+def test_plain_build_has_no_version(versions):
+    root, _ = versions
+    plain = root / "plain"
+    _build(root / "v1.jsonl", "--out", plain)
+    assert not (plain / "changes.json").exists()
+    assert card_version(plain) is None and "## Version" not in (plain / "README.md").read_text()
+    assert "refresh" not in json.loads((plain / "report.json").read_text())
+
+
+def test_semver_helpers_and_bad_inputs(tmp_path, versions):
+    root, _ = versions
+    assert (
+        bump_minor(None) == "1.0.0" and bump_minor("1.4.2") == "1.5.0" and check_version(" 2.0.0") == "2.0.0"
+    )
+    for bad in ("1.0", "v1.0.0", "01.2.3", "1.2.3-rc1"):
+        with pytest.raises(EchoDatasetError, match=r"MAJOR\.MINOR\.PATCH"):
+            check_version(bad)
+    base = ["build", str(root / "v1.jsonl"), "--offline"]
+    bad_version = CliRunner().invoke(cli, [*base, "--out", str(tmp_path / "a"), "--version", "1.2"])
+    assert bad_version.exit_code != 0 and "--version" in bad_version.output and not (tmp_path / "a").exists()
+    missing = CliRunner().invoke(
+        cli, [*base, "--out", str(tmp_path / "b"), "--previous", str(tmp_path / "nope")]
+    )
+    assert missing.exit_code != 0 and "--previous" in missing.output and not (tmp_path / "b").exists()
+    (tmp_path / "t.txt").write_text("not-an-id\n")
+    bad_line = CliRunner().invoke(
+        cli, [*base, "--out", str(tmp_path / "c"), "--takedowns", str(tmp_path / "t.txt")]
+    )
+    assert bad_line.exit_code != 0 and "t.txt:1" in bad_line.output and not (tmp_path / "c").exists()
