@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
+from typing import ClassVar
 
 import pytest
 from click.testing import CliRunner
@@ -18,8 +20,9 @@ from click.testing import CliRunner
 from echo_builder.cli import cli
 from echo_builder.ids import sample_id
 from echo_builder.records import MediaRef, Post
-from echo_dataset.errors import EchoDatasetError
+from echo_dataset.errors import EchoDatasetError, InvalidHubFolderError
 from echo_dataset.loading import read_config
+from echo_dataset.publish import publish
 from echo_dataset.versioning import bump_minor, card_version, check_version, diff_datasets
 
 T0 = datetime(2025, 3, 26, tzinfo=timezone.utc)
@@ -150,3 +153,54 @@ def test_semver_helpers_and_bad_inputs(tmp_path, versions):
         cli, [*base, "--out", str(tmp_path / "c"), "--takedowns", str(tmp_path / "t.txt")]
     )
     assert bad_line.exit_code != 0 and "t.txt:1" in bad_line.output and not (tmp_path / "c").exists()
+
+
+class TaggingApi:
+    """A fake HfApi recording calls; upload_folder returns a commit with an ``oid``, as CommitInfo does."""
+
+    calls: ClassVar[list[tuple[str, tuple, dict]]] = []
+
+    def __init__(self, token=None) -> None:
+        type(self).calls = []
+
+    def create_repo(self, *args, **kwargs):
+        self.calls.append(("create_repo", args, kwargs))
+
+    def upload_folder(self, **kwargs):
+        self.calls.append(("upload_folder", (), kwargs))
+        return SimpleNamespace(oid="c0ffee" * 6 + "abcd")
+
+    def create_tag(self, *args, **kwargs):
+        self.calls.append(("create_tag", args, kwargs))
+
+
+def test_publish_version_tags_the_uploaded_commit(versions, monkeypatch):
+    import huggingface_hub
+
+    root, _ = versions
+    api = TaggingApi()
+    publish(root / "v2", "me/echo", api=api, version="1.1.0")
+    assert [c[0] for c in api.calls] == ["create_repo", "upload_folder", "create_tag"]
+    assert api.calls[2] == (
+        "create_tag",
+        ("me/echo",),
+        {
+            "tag": "v1.1.0",
+            "tag_message": "ECHO benchmark version 1.1.0",
+            "revision": "c0ffee" * 6 + "abcd",
+            "repo_type": "dataset",
+        },
+    )
+    refused = TaggingApi()
+    with pytest.raises(InvalidHubFolderError, match=r"differs from the version .* \(1\.1\.0\)"):
+        publish(root / "v2", "me/echo", api=refused, version="2.0.0")
+    assert refused.calls == []  # nothing uploaded
+    untagged = TaggingApi()
+    publish(root / "v2", "me/echo", api=untagged)
+    assert [c[0] for c in untagged.calls] == ["create_repo", "upload_folder"]
+    monkeypatch.setattr(huggingface_hub, "HfApi", TaggingApi)
+    shown = CliRunner().invoke(
+        cli, ["publish", str(root / "v2"), "--repo-id", "me/echo", "--token", "hf_x", "--version", "1.1.0"]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "tagged v1.1.0" in shown.output and TaggingApi.calls[-1][2]["tag"] == "v1.1.0"

@@ -406,6 +406,13 @@ def _record_run_config(out: Any) -> None:
 # deprecated spellings: --no-pseudonymize for --skip-pseudonym-check; --pseudonymize, the default check
 @click.option("--no-pseudonymize", "old_skip", is_flag=True, hidden=True)
 @click.option("--pseudonymize", "old_check", is_flag=True, hidden=True)
+@click.option(
+    "--version",
+    "dataset_version",
+    metavar="X.Y.Z",
+    help="Tag the uploaded commit vX.Y.Z on the dataset repo (load it with revision='vX.Y.Z'); must match the "
+    "card's version when it records one (build --version / --previous).",
+)
 def publish(
     directory: str,
     repo_id: str,
@@ -414,6 +421,7 @@ def publish(
     skip_pseudonym_check: bool,
     old_skip: bool,
     old_check: bool,
+    dataset_version: str | None,
 ) -> None:
     """Upload a built dataset folder (every config's Parquet and the card) to the Hub in one commit.
 
@@ -439,11 +447,18 @@ def publish(
     protect_logging()
     try:
         result = run_publish(
-            directory, repo_id, token=token, private=private, check_pseudonymized=not skip_pseudonym_check
+            directory,
+            repo_id,
+            token=token,
+            private=private,
+            check_pseudonymized=not skip_pseudonym_check,
+            version=dataset_version,
         )
     except EchoDatasetError as exc:
         raise click.ClickException(redact(str(exc))) from None
     click.echo(f"published {directory} to https://huggingface.co/datasets/{repo_id} ({result})")
+    if dataset_version is not None:
+        click.echo(f"tagged v{dataset_version.strip()}: load it with revision='v{dataset_version.strip()}'")
     if uses_public_salt(directory):
         click.echo(
             "warning: the pseudonyms were made with the public default salt, so anyone can recompute the "
