@@ -560,7 +560,7 @@ def _write_dataset(
 
         carried = carried_rows(changes["previous"]["source"], changes["carried"])
         context |= {
-            "version": changes["version"],
+            "version": changes["version"],  # None: no Version section (a takedown file alone)
             "previous_source": changes["previous"]["source"] if changes["previous"]["source"] else None,
             "previous_version": changes["previous"]["version"],
             "changes": changes["counts"],
@@ -582,8 +582,8 @@ def _write_dataset(
 
 @dataclass
 class _RefreshInputs:
-    previous: Any  # echo_builder.refresh.Previous, or None for a versioned first build
-    version: str
+    previous: Any  # echo_builder.refresh.Previous, or None for a first build (--version or --takedowns alone)
+    version: str | None
     takedowns: frozenset[str]
 
 
@@ -597,14 +597,14 @@ def _refresh_inputs(config: BuildConfig) -> _RefreshInputs | None:
         return None
     from echo_builder.refresh import read_previous, read_takedowns
     from echo_dataset.errors import EchoDatasetError
-    from echo_dataset.versioning import FIRST_VERSION, bump_minor, check_version
+    from echo_dataset.versioning import bump_minor, check_version
 
     previous = read_previous(config.previous) if config.previous is not None else None
     try:
         if config.version is not None:
-            version = check_version(config.version)
-        else:
-            version = bump_minor(previous.version) if previous is not None else FIRST_VERSION
+            version: str | None = check_version(config.version)
+        else:  # a takedown file alone versions nothing
+            version = bump_minor(previous.version) if previous is not None else None
     except EchoDatasetError as exc:
         raise ConfigError(f"--version: {exc}") from None
     return _RefreshInputs(previous, version, read_takedowns(config.takedowns))

@@ -147,7 +147,7 @@ def plan_refresh(
     collected_post_ids: Iterable[str],
     window: tuple[datetime, datetime] | None,
     takedowns: frozenset[str] = frozenset(),
-    version: str,
+    version: str | None,
 ) -> RefreshPlan:
     """Decide, sample by sample, what the new version holds (see the module docstring for the rules).
 
@@ -157,7 +157,7 @@ def plan_refresh(
         collected_post_ids: every post id the new build read.
         window: first and last ``created_at`` of the posts read (UTC), ``None`` when no post had a time.
         takedowns: :func:`read_takedowns`.
-        version: the new version (``X.Y.Z``).
+        version: the new version (``X.Y.Z``; ``None`` for an unversioned build with a takedown file).
 
     Returns:
         A :class:`RefreshPlan`; its ``changes`` lists ``added``, ``kept``, ``carried`` (config -> sorted ids),

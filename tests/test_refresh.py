@@ -204,3 +204,98 @@ def test_publish_version_tags_the_uploaded_commit(versions, monkeypatch):
     )
     assert shown.exit_code == 0, shown.output
     assert "tagged v1.1.0" in shown.output and TaggingApi.calls[-1][2]["tag"] == "v1.1.0"
+
+
+def _labels(path, items):
+    path.mkdir()
+    lines = [
+        {"labeller": kind, "sample_id": sid, "status": "ok", "labels": [{"category": c} for c in cats]}
+        for kind, sid, cats in items
+    ]
+    lines.append({"labeller": "failure", "sample_id": "s1", "status": "error", "labels": []})  # unlabelled
+    (path / "labels.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    return path
+
+
+def test_diff_of_constructed_versions_with_moves_and_category_shifts(tmp_path):
+    from echo_dataset.writer import write_hub_folder
+
+    def rows(*ids):
+        return [{"id": i, "prompt": f"p {i}"} for i in ids]
+
+    old = write_hub_folder(
+        {"text_to_image": rows("s1", "s2", "s3"), "image_to_image": rows("s4"), "analysis": rows("s5")},
+        tmp_path / "old",
+        card_context={"version": "2.3.1"},
+    )
+    new = write_hub_folder(
+        {"text_to_image": rows("s1", "s6"), "image_to_image": rows("s4", "s7", "s8"), "analysis": rows("s3")},
+        tmp_path / "new",
+        card_context={},
+    )
+    old_labels = _labels(
+        tmp_path / "a_old",
+        [("task", "s1", ["portrait"]), ("task", "s2", ["text"]), ("failure", "s4", ["color shift"])],
+    )
+    new_labels = _labels(
+        tmp_path / "a_new",
+        [("task", "s1", ["portrait"]), ("task", "s6", ["portrait"]), ("failure", "s4", ["identity"])],
+    )
+    both = ["--old-analysis", str(old_labels), "--new-analysis", str(new_labels)]
+    result = CliRunner().invoke(cli, ["diff", str(old), str(new), *both, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    diff = json.loads(result.output)
+    assert diff["configs"] == {
+        "image_to_image": {"old": 1, "new": 3, "added": ["s7", "s8"], "removed": []},
+        "text_to_image": {"old": 3, "new": 2, "added": ["s6"], "removed": ["s2", "s3"]},
+        "analysis": {"old": 1, "new": 1, "added": ["s3"], "removed": ["s5"]},
+    }
+    assert diff["moved"] == [{"id": "s3", "from": "text_to_image", "to": "analysis"}]
+    assert diff["totals"] == {"old": 5, "new": 6, "added": 3, "removed": 2, "kept": 3}
+    assert (diff["old"]["version"], diff["new"]["version"]) == ("2.3.1", None)
+    tasks = {r["category"]: r for r in diff["task_shift"]}
+    assert tasks["portrait"] == {
+        "category": "portrait",
+        "old": 1,
+        "new": 2,
+        "old_share": 0.5,
+        "new_share": 1.0,
+        "shift": 0.5,
+    }
+    assert tasks["text"]["shift"] == -0.5
+    failures = {r["category"]: (r["old"], r["new"], r["shift"]) for r in diff["failure_shift"]}
+    assert failures == {"color shift": (1, 0, -1.0), "identity": (0, 1, 1.0)}
+    table = (
+        CliRunner()
+        .invoke(
+            cli,
+            [
+                "diff",
+                str(old),
+                str(new),
+                "--old-analysis",
+                str(old_labels),
+                "--new-analysis",
+                str(new_labels),
+            ],
+        )
+        .output
+    )
+    assert "moved: s3 text_to_image -> analysis" in table and "portrait" in table and "+0.500" in table
+    lonely = CliRunner().invoke(cli, ["diff", str(old), str(new), "--old-analysis", str(old_labels)])
+    assert lonely.exit_code == 2 and "go together" in lonely.output
+    absent = CliRunner().invoke(cli, ["diff", str(old), str(tmp_path / "missing")])
+    assert absent.exit_code == 1 and "does not exist" in absent.output
+
+
+def test_takedowns_without_previous_write_changes_but_no_version(versions, tmp_path):
+    root, _ = versions
+    takedowns = tmp_path / "t.txt"
+    takedowns.write_text(f"{ID['A']}\n")
+    out = tmp_path / "out"
+    _build(root / "v1.jsonl", "--out", out, "--takedowns", takedowns)
+    changes = json.loads((out / "changes.json").read_text())
+    assert changes["withheld"] == [ID["A"]] and changes["version"] is None
+    assert set(changes["added"]["analysis"]) == {ID[k] for k in "BCDE"}
+    assert {r["id"] for r in read_config(out, "analysis")} == {ID[k] for k in "BCDE"}
+    assert card_version(out) is None and "## Version" not in (out / "README.md").read_text()
