@@ -599,6 +599,10 @@ def _refresh_inputs(config: BuildConfig) -> _RefreshInputs | None:
     from echo_dataset.errors import EchoDatasetError
     from echo_dataset.versioning import bump_minor, check_version
 
+    if config.previous is not None and Path(config.previous).resolve() == Path(config.out_dir).resolve():
+        raise ConfigError(
+            f"--previous {config.previous} is the build folder itself; write the new version to another --out"
+        )
     previous = read_previous(config.previous) if config.previous is not None else None
     try:
         if config.version is not None:

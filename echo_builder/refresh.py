@@ -21,8 +21,8 @@ and leaves out the **removed** ones, each with a reason:
 - ``missing``: not produced again although posted inside the new window, and the previous version's source post
   ids are unknown (a Hub dataset has no stage files), so ``deleted`` and ``filtered`` cannot be told apart.
 
-Source post ids of the previous version come from its ``stages/samples.jsonl`` when ``--previous`` is a build
-folder; a sample with no ``created_at`` is treated as outside the window (carried). Everything lands in
+Source post ids of the previous version come from its ``stages/samples.jsonl`` (and, for rows it carried over
+itself, its ``changes.json``) when ``--previous`` is a build folder; a sample with no ``created_at`` is treated as outside the window (carried). Everything lands in
 ``OUT/changes.json`` and in the card's "Version" section.
 """
 
@@ -32,7 +32,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,14 @@ def read_previous(source: str | Path) -> Previous:
                     post_ids[record["id"]] = tuple(record.get("source_post_ids") or ())
                 except (ValueError, KeyError, TypeError):
                     raise ConfigError(f"--previous: {stage_file}:{number} is not a sample record") from None
+    changes_file = Path(source) / CHANGES_FILE  # a refreshed build: the post ids of the rows it carried over
+    if changes_file.is_file():
+        try:
+            carried = json.loads(changes_file.read_text(encoding="utf-8")).get("carried_post_ids") or {}
+        except (OSError, ValueError, AttributeError):
+            raise ConfigError(f"--previous: {changes_file} is not a changes file") from None
+        for sid, posts in carried.items():
+            post_ids.setdefault(sid, tuple(posts))
     return Previous(str(source), ids, post_ids, version)
 
 
@@ -130,14 +138,14 @@ class RefreshPlan:
 
 
 def _parse_time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
     if not value:
         return None
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    if not isinstance(value, datetime):
+        try:
+            value = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)  # naive: UTC, as records
 
 
 def plan_refresh(
@@ -162,7 +170,8 @@ def plan_refresh(
     Returns:
         A :class:`RefreshPlan`; its ``changes`` lists ``added``, ``kept``, ``carried`` (config -> sorted ids),
         ``removed`` (``[{id, config, reason}]`` sorted by id), ``withheld`` (new samples dropped by a takedown),
-        ``moved`` (kept samples whose config changed) and ``counts``.
+        ``moved`` (kept samples whose config changed), ``carried_post_ids`` (source post ids of the carried
+        samples, where known, read back by the next refresh) and ``counts``.
     """
     collected = set(collected_post_ids)
     routed = {i: c for i, c, _ in new if c is not None}
@@ -217,6 +226,13 @@ def plan_refresh(
         "removed": removed,
         "withheld": withheld,
         "moved": moved,
+        # what the next refresh needs to tell ``deleted`` from ``filtered`` for rows this one only copied
+        "carried_post_ids": {
+            sid: list(previous.post_ids[sid])
+            for ids in carried.values()
+            for sid in ids
+            if previous.post_ids.get(sid)
+        },
         "counts": {
             "added": total(added),
             "kept": total(kept),

@@ -299,3 +299,22 @@ def test_takedowns_without_previous_write_changes_but_no_version(versions, tmp_p
     assert set(changes["added"]["analysis"]) == {ID[k] for k in "BCDE"}
     assert {r["id"] for r in read_config(out, "analysis")} == {ID[k] for k in "BCDE"}
     assert card_version(out) is None and "## Version" not in (out / "README.md").read_text()
+
+
+def test_a_second_refresh_knows_the_posts_of_carried_rows(versions):
+    root, _ = versions
+    # A was carried into 1.1.0 (its posts are not in 1.1.0's stage files, only in its changes.json); the third
+    # window reads A's post again, now irrelevant (its time is set a day on to keep the window [T0 + 1441 min]
+    # clear of C), and G's post
+    third = _write(root / "v3.jsonl", [_post(N["A"], 1441, relevant=False), _post(N["G"], 1441)])
+    _build(third, "--out", root / "v3", "--previous", root / "v2")
+    changes = json.loads((root / "v3" / "changes.json").read_text())
+    assert changes["version"] == "1.2.0" and changes["previous"]["version"] == "1.1.0"
+    assert changes["removed"] == [{"id": ID["A"], "config": "analysis", "reason": "filtered"}]
+    assert changes["kept"] == {"analysis": [ID["G"]]} and changes["added"] == {}
+    assert changes["carried"] == {"analysis": [ID["C"]]}  # posted at T0 + 6 min, before this window
+    assert changes["carried_post_ids"] == {ID["C"]: [f"x:{N['C']}"]}
+    same = CliRunner().invoke(
+        cli, ["build", str(third), "--out", str(root / "v3"), "--previous", str(root / "v3")]
+    )
+    assert same.exit_code != 0 and "is the build folder itself" in same.output
