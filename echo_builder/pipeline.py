@@ -619,7 +619,7 @@ def _apply_refresh(
 ) -> dict[str, Any]:
     """``changes.json``'s content for this build (plus ``_keep``, the ids of the new samples to write)."""
     from echo_builder.dataset_rows import route
-    from echo_builder.refresh import Previous, plan_refresh
+    from echo_builder.refresh import Previous, gone_post_ids, plan_refresh
 
     times = sorted(p.created_at for p in posts if getattr(p, "created_at", None) is not None)
     previous = refresh.previous or Previous("", {}, {}, None)
@@ -627,6 +627,7 @@ def _apply_refresh(
         previous,
         [(s.id, route(s), s.source_post_ids) for s in samples],
         collected_post_ids=[p.id for p in posts],
+        gone_post_ids=gone_post_ids(posts),
         window=(times[0], times[-1]) if times else None,
         takedowns=refresh.takedowns,
         version=refresh.version,

@@ -15,7 +15,8 @@ and leaves out the **removed** ones, each with a reason:
 - ``takedown``: the sample id, or one of its source post ids, is listed in the takedown file (``--takedowns``);
 - ``filtered``: every source post was collected again, yet the curation no longer keeps the sample (it now routes
   to Trash/Discard or was not extracted);
-- ``deleted``: some of its source posts were collected again and others were not (part of the thread is gone),
+- ``deleted``: one of its source posts was read again as a deletion marker (Reddit's ``[deleted]`` /
+  ``[removed]``), some of its source posts were collected again and others were not (part of the thread is gone),
   or none was although the sample was posted inside the new window (deleted, or no longer returned by the
   collection's search);
 - ``missing``: not produced again although posted inside the new window, and the previous version's source post
@@ -38,7 +39,16 @@ from typing import Any
 
 from echo_builder.errors import ConfigError
 
-__all__ = ["REMOVAL_REASONS", "RefreshPlan", "plan_refresh", "read_previous", "read_takedowns"]
+__all__ = [
+    "DELETION_MARKERS",
+    "REMOVAL_REASONS",
+    "RefreshPlan",
+    "carried_rows",
+    "gone_post_ids",
+    "plan_refresh",
+    "read_previous",
+    "read_takedowns",
+]
 
 #: Why a previously published sample is not in the new version (see the module docstring).
 REMOVAL_REASONS = ("takedown", "filtered", "deleted", "missing")
@@ -153,6 +163,7 @@ def plan_refresh(
     new: Sequence[tuple[str, str | None, Sequence[str]]],
     *,
     collected_post_ids: Iterable[str],
+    gone_post_ids: Iterable[str] = (),
     window: tuple[datetime, datetime] | None,
     takedowns: frozenset[str] = frozenset(),
     version: str | None,
@@ -163,6 +174,8 @@ def plan_refresh(
         previous: :func:`read_previous`.
         new: the new build's samples as ``(id, config or None when dropped, source post ids)``.
         collected_post_ids: every post id the new build read.
+        gone_post_ids: posts read as deletion markers (:func:`gone_post_ids`): a sample of one of them is
+            ``deleted``, not ``filtered``.
         window: first and last ``created_at`` of the posts read (UTC), ``None`` when no post had a time.
         takedowns: :func:`read_takedowns`.
         version: the new version (``X.Y.Z``; ``None`` for an unversioned build with a takedown file).
@@ -174,6 +187,7 @@ def plan_refresh(
         samples, where known, read back by the next refresh) and ``counts``.
     """
     collected = set(collected_post_ids)
+    gone = set(gone_post_ids)
     routed = {i: c for i, c, _ in new if c is not None}
     new_posts = {i: tuple(p) for i, _, p in new}
     withheld = sorted(i for i, c in routed.items() if i in takedowns or takedowns & set(new_posts[i]))
@@ -198,6 +212,8 @@ def plan_refresh(
         reason: str | None
         if sid in takedowns or takedowns & set(posts):
             reason = "takedown"
+        elif gone & set(posts):
+            reason = "deleted"
         elif posts:
             found = [p for p in posts if p in collected]
             if found and len(found) == len(posts):
@@ -243,6 +259,17 @@ def plan_refresh(
         },
     }
     return RefreshPlan(keep_new, carried, changes)
+
+
+#: Texts a platform leaves in place of a post's content when it is gone (Reddit: ``[deleted]`` by its author,
+#: ``[removed]`` by moderators or Reddit).
+DELETION_MARKERS = frozenset({"[deleted]", "[removed]"})
+
+
+def gone_post_ids(posts: Iterable[Any]) -> set[str]:
+    """Ids of the posts (records with ``id`` and ``text``) whose text is only a deletion marker
+    (:data:`DELETION_MARKERS`)."""
+    return {p.id for p in posts if (getattr(p, "text", "") or "").strip().lower() in DELETION_MARKERS}
 
 
 def carried_rows(source: str, carried: dict[str, list[str]]) -> dict[str, list[dict[str, Any]]]:

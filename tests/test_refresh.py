@@ -318,3 +318,56 @@ def test_a_second_refresh_knows_the_posts_of_carried_rows(versions):
         cli, ["build", str(third), "--out", str(root / "v3"), "--previous", str(root / "v3")]
     )
     assert same.exit_code != 0 and "is the build folder itself" in same.output
+
+
+def test_plan_refresh_reasons_one_by_one():
+    from echo_builder.refresh import Previous, gone_post_ids, plan_refresh
+
+    inside, before = "2025-03-26T12:00:00Z", "2025-03-01T00:00:00Z"
+    previous = Previous(
+        "old",
+        {
+            "text_to_image": {"kept": inside, "moved": inside, "marker": inside, "part": before},
+            "analysis": {
+                "gone": inside,
+                "old": before,
+                "unknown_in": inside,
+                "unknown_out": "2025-03-01T00:00:00",
+            },
+        },
+        {
+            "kept": ("x:1",),
+            "moved": ("x:2",),
+            "marker": ("reddit:t3_a",),
+            "part": ("x:3", "x:4"),
+            "gone": ("x:5",),
+            "old": ("x:6",),
+        },
+        "1.0.0",
+    )
+    posts = [SimpleNamespace(id="reddit:t3_a", text=" [Deleted] "), SimpleNamespace(id="x:3", text="hi")]
+    plan = plan_refresh(
+        previous,
+        [
+            ("kept", "text_to_image", ["x:1"]),
+            ("moved", "analysis", ["x:2"]),
+            ("new", "image_to_image", ["x:9"]),
+        ],
+        collected_post_ids=["x:1", "x:2", "x:3", "x:9", "reddit:t3_a"],
+        gone_post_ids=gone_post_ids(posts),
+        window=(datetime(2025, 3, 26, tzinfo=timezone.utc), datetime(2025, 3, 27, tzinfo=timezone.utc)),
+        version="1.1.0",
+    )
+    c = plan.changes
+    assert {r["id"]: r["reason"] for r in c["removed"]} == {
+        "marker": "deleted",  # read again as Reddit's deletion marker
+        "part": "deleted",  # x:3 read again, x:4 not
+        "gone": "deleted",  # posted inside the window, not read again
+        "unknown_in": "missing",  # inside the window, posts unknown
+    }
+    assert c["carried"] == {"analysis": ["old", "unknown_out"]}  # before the window (a naive time is UTC)
+    assert c["kept"] == {"text_to_image": ["kept"], "analysis": ["moved"]}
+    assert c["added"] == {"image_to_image": ["new"]}
+    assert c["moved"] == [{"id": "moved", "from": "text_to_image", "to": "analysis"}]
+    assert plan.keep_new == {"kept", "moved", "new"}
+    assert c["carried_post_ids"] == {"old": ["x:6"]}
