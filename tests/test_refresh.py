@@ -371,3 +371,12 @@ def test_plan_refresh_reasons_one_by_one():
     assert c["moved"] == [{"id": "moved", "from": "text_to_image", "to": "analysis"}]
     assert plan.keep_new == {"kept", "moved", "new"}
     assert c["carried_post_ids"] == {"old": ["x:6"]}
+
+
+def test_echobench_refuses_a_refreshed_build(versions, tmp_path):
+    from echo_dataset.builder import EchoBench
+
+    root, _ = versions
+    builder = EchoBench(config_name="analysis", data_dir=str(root / "v2"), cache_dir=str(tmp_path / "hf"))
+    with pytest.raises(InvalidHubFolderError, match="refreshed build"):
+        builder.download_and_prepare()
