@@ -604,6 +604,12 @@ def _refresh_inputs(config: BuildConfig) -> _RefreshInputs | None:
             f"--previous {config.previous} is the build folder itself; write the new version to another --out"
         )
     previous = read_previous(config.previous) if config.previous is not None else None
+    if previous is not None and config.pseudonymize and _unpseudonymized(Path(config.previous)):
+        raise ConfigError(
+            f"--previous {config.previous} was built with --no-pseudonymize: its rows would be carried over into a "
+            "dataset marked pseudonymized; rebuild it with pseudonymization, or build this version with "
+            "--no-pseudonymize too"
+        )
     try:
         if config.version is not None:
             version: str | None = check_version(config.version)
@@ -612,6 +618,20 @@ def _refresh_inputs(config: BuildConfig) -> _RefreshInputs | None:
     except EchoDatasetError as exc:
         raise ConfigError(f"--version: {exc}") from None
     return _RefreshInputs(previous, version, read_takedowns(config.takedowns))
+
+
+def _unpseudonymized(folder: Path) -> bool:
+    """Whether a Parquet file of the local dataset ``folder`` records ``pseudonymized: false`` (a Hub id: no)."""
+    import pyarrow.parquet as pq
+
+    from echo_dataset import SPLIT
+    from echo_dataset.writer import ECHO_METADATA_KEY
+
+    for file in sorted(folder.glob(f"*/{SPLIT}-*.parquet")) if folder.is_dir() else ():
+        meta = pq.read_schema(file).metadata or {}
+        if json.loads(meta.get(ECHO_METADATA_KEY, b"{}")).get("pseudonymized") is False:
+            return True
+    return False
 
 
 def _apply_refresh(

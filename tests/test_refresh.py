@@ -380,3 +380,25 @@ def test_echobench_refuses_a_refreshed_build(versions, tmp_path):
     builder = EchoBench(config_name="analysis", data_dir=str(root / "v2"), cache_dir=str(tmp_path / "hf"))
     with pytest.raises(InvalidHubFolderError, match="refreshed build"):
         builder.download_and_prepare()
+
+
+def test_an_unpseudonymized_previous_is_not_carried_into_a_pseudonymized_dataset(versions, tmp_path):
+    root, _ = versions
+    raw = tmp_path / "raw"
+    _build(root / "v1.jsonl", "--out", raw, "--no-pseudonymize")
+    refused = CliRunner().invoke(
+        cli,
+        [
+            "build",
+            str(root / "v2.jsonl"),
+            "--out",
+            str(tmp_path / "next"),
+            "--offline",
+            "--previous",
+            str(raw),
+        ],
+    )
+    assert (
+        refused.exit_code != 0 and "--no-pseudonymize" in refused.output and not (tmp_path / "next").exists()
+    )
+    _build(root / "v2.jsonl", "--out", tmp_path / "next", "--previous", raw, "--no-pseudonymize")
