@@ -565,7 +565,8 @@ def _write_dataset(
             "previous_version": changes["previous"]["version"],
             "changes": changes["counts"],
         }
-        if changes["window"]:  # this collection window, not the span of the carried rows
+        # a refresh's card shows this collection window, not the span of the rows it carried over
+        if changes["window"] and changes["previous"]["source"]:
             context["collection_window"] = tuple(changes["window"])
     write_hub_folder(
         grouped,
