@@ -102,6 +102,11 @@ class BuildConfig:
             no screening, ``has_nsfw`` stays null.
         nsfw_threshold: the checker's flagging threshold in [0, 1]; ``None``: its default (NudeNet 0.6, VLM 0.5).
         nsfw_options: checker options (NudeNet: ``classes``; a VLM: its backend's options such as ``base_url``).
+        batch: send the model calls the cache cannot answer through the OpenAI Batch API (``openai:`` backends;
+            :mod:`echo_builder.backends.batch`), checkpointing batch ids in ``OUT/batches``. The stage files equal
+            an online build's for the same replies; a build may switch between batch and online when resumed.
+        batch_retry: ``online``, ``batch`` or ``none``: what happens to lines a batch failed transiently.
+        batch_poll_s: seconds before the first status check of a batch (then doubling up to 10 minutes).
         previous: refresh this earlier version (a dataset or build folder, or a Hub dataset id): published samples
             keep their ids, previous samples outside the new collection window are carried over unchanged, and
             what was removed is recorded with its reason in ``OUT/changes.json`` (see :mod:`echo_builder.refresh`).
@@ -143,6 +148,9 @@ class BuildConfig:
     nsfw_check: Any = None
     nsfw_threshold: float | None = None
     nsfw_options: dict[str, Any] = field(default_factory=dict)
+    batch: bool = False
+    batch_retry: str = "online"
+    batch_poll_s: float = 30.0
     previous: str | Path | None = None
     version: str | None = None
     takedowns: str | Path | None = None
@@ -210,7 +218,7 @@ def _prepare_out(config: BuildConfig, stages: Sequence[str]) -> _Folder:
     previous = claim_output(
         out, "build", signatures=BUILD_SIGNATURES, allowed=SEEDED_ENTRIES, what="build folder"
     )
-    for name in ("stages", "cache", "media", NEXT_DIR, "build.json", "report.json", "README.md"):
+    for name in ("stages", "cache", "media", NEXT_DIR, "build.json", "report.json", "README.md", "batches"):
         check_inside(out, out / name)
     settings = _settings(config, stages)
     recorded = out / "build.json"
@@ -355,6 +363,10 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         cache = caller.cache = CallCache(
             config.cache_dir or out / "cache", root=None if config.cache_dir else out
         )
+        if config.batch:
+            from echo_builder.backends.batch import batch_settings
+
+            caller.batch = batch_settings(out, retry=config.batch_retry, poll_s=config.batch_poll_s)  # type: ignore[arg-type]
     context = StageContext(
         config=config,
         out=out,
@@ -671,11 +683,21 @@ def _caller(config: BuildConfig) -> Any:
     if config.backend.strip() == "rules":
         if config.backend_options:
             raise ConfigError(f"the rules backend takes no options, got {sorted(config.backend_options)}")
+        if config.batch:
+            raise ConfigError(
+                "--batch needs an openai: backend (an OpenAI-compatible server with the Batch API); the rules "
+                "backend calls no model. Run it without --batch."
+            )
         return None
     from echo_builder.backends import create_backend
     from echo_builder.backends.caller import ModelCaller, RetryPolicy
 
     backend = create_backend(config.backend, **config.backend_options)
+    if config.batch:
+        from echo_builder.backends.batch import batch_settings, check_batchable
+
+        check_batchable(backend)
+        batch_settings(".", retry=config.batch_retry, poll_s=config.batch_poll_s)  # type: ignore[arg-type]  # checks the values
     return ModelCaller(
         backend,
         concurrency=config.concurrency,

@@ -14,6 +14,7 @@ from echo_builder.commands.options import (
     Number,
     RegistryChoice,
     RegistryHelpOption,
+    batch_options,
     call_limit_options,
     parse_options,
     run_config_option,
@@ -203,6 +204,7 @@ class SourcePath(click.Path):
     help="Checker option; repeatable. nudenet: classes=A,B (the NudeNet classes that flag); a VLM: prompt_file=FILE "
     "(a prompt of format echo-bench-nsfw-prompt/1) and its backend's options (base_url, ...).",
 )
+@batch_options
 @run_config_option
 def build(
     sources: tuple[str, ...],
@@ -236,6 +238,9 @@ def build(
     nsfw_check: str | None,
     nsfw_threshold: float | None,
     nsfw_options: tuple[str, ...],
+    batch: bool = False,
+    batch_retry: str = "online",
+    batch_poll_s: float = 30.0,
 ) -> None:
     """Curate posts from SOURCES (export files or folders) into benchmark samples.
 
@@ -293,6 +298,9 @@ def build(
         nsfw_check=nsfw_check,
         nsfw_threshold=nsfw_threshold,
         nsfw_options=parse_options(nsfw_options),
+        batch=batch,
+        batch_retry=batch_retry,
+        batch_poll_s=batch_poll_s,
     )
     if nsfw_check is None and (nsfw_threshold is not None or nsfw_options):
         raise click.UsageError("--nsfw-threshold and --nsfw-option need --nsfw-check")

@@ -17,6 +17,7 @@ from echo_builder.commands.options import (
     MAX_SEED,
     Number,
     backend_options,
+    batch_options,
     call_limit_options,
     run_config_option,
     run_config_record,
@@ -84,6 +85,7 @@ __all__ = ["agreement", "export_pairs", "judge", "leaderboard", "metrics", "publ
     help="Judge prompt file (YAML) replacing the built-in prompt of --mode, e.g. to reproduce ECHO's released "
     "protocol; see docs/reproducing-echo.md.",
 )
+@batch_options
 @run_config_option
 def judge(
     benchmark: str,
@@ -101,6 +103,9 @@ def judge(
     probability_scale: str,
     limit: int | None,
     judge_prompt: str | None,
+    batch: bool = False,
+    batch_retry: str = "online",
+    batch_poll_s: float = 30.0,
 ) -> None:
     """Judge model outputs on a benchmark config with one or more VLM judges.
 
@@ -125,6 +130,9 @@ def judge(
         probability_scale=probability_scale,  # type: ignore[arg-type]
         judge_prompt=judge_prompt,
         run_config=run_config_record(),
+        batch=batch,
+        batch_retry=batch_retry,  # type: ignore[arg-type]
+        batch_poll_s=batch_poll_s,
     )
     s = result.summary
     if not s:  # a non-main accelerate process: rank 0 reports
@@ -252,6 +260,7 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
 @click.option(
     "--format", "table_format", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True
 )
+@batch_options
 @run_config_option
 def metrics(
     benchmark: str,
@@ -264,6 +273,9 @@ def metrics(
     judge_prompt: str | None,
     table_format: str,
     metric_names: tuple[str, ...] = (),
+    batch: bool = False,
+    batch_retry: str = "online",
+    batch_poll_s: float = 30.0,
     **metric_options: Any,
 ) -> None:
     """Compute the community-driven metrics (every metric of the registry, listed below with what it needs;
@@ -298,6 +310,16 @@ def metrics(
     }
     if judge_prompt is not None:
         run_options["judge_prompt"] = loaded
+    if batch:  # the judge metrics (text_rendering) send their uncached calls through the Batch API
+        from echo_builder.backends.batch import batch_settings
+        from echo_builder.errors import ConfigError
+
+        if not judges:
+            raise ConfigError(
+                "--batch sends the judge metrics' calls through the Batch API; give --judge openai:<model>"
+            )
+
+        run_options["batch"] = batch_settings(out_dir, retry=batch_retry, poll_s=batch_poll_s)  # type: ignore[arg-type]
     result = run_metrics(
         benchmark,
         config_name,
