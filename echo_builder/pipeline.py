@@ -113,6 +113,14 @@ class BuildConfig:
             cap. Ignored by the ``rules`` backend (it makes no call).
         prices_file: a price file whose entries replace or add to the shipped ``echo_builder/prices.yaml``
             (:func:`echo_builder.prices.load_prices`).
+        previous: refresh this earlier version (a dataset or build folder, or a Hub dataset id): published samples
+            keep their ids, previous samples outside the new collection window are carried over unchanged, and
+            what was removed is recorded with its reason in ``OUT/changes.json`` (see :mod:`echo_builder.refresh`).
+        version: the dataset's version ``MAJOR.MINOR.PATCH``, written into the card; default with ``previous``:
+            the previous card's version with the minor number bumped (``1.0.0`` when it has none); default
+            without: none (the card has no Version section).
+        takedowns: a file of sample ids or post ids (one a line) to remove (reason ``takedown``); with
+            ``previous`` or without.
     """
 
     sources: Sequence[str | Path]
@@ -151,6 +159,9 @@ class BuildConfig:
     batch_poll_s: float = 30.0
     max_cost_usd: float | None = None
     prices_file: str | Path | None = None
+    previous: str | Path | None = None
+    version: str | None = None
+    takedowns: str | Path | None = None
 
 
 @dataclass
@@ -306,6 +317,9 @@ def _settings(config: BuildConfig, stages: Sequence[str]) -> dict[str, Any]:
         settings["prefilter"] = True
     if config.hf_columns:
         settings["hf_columns"] = dict(config.hf_columns)
+    for key in ("previous", "version", "takedowns"):  # recorded only when set (a refresh, see refresh.py)
+        if getattr(config, key) is not None:
+            settings[key] = str(getattr(config, key))
     if list(stages) != [d.name for d in builtin_order(config)]:
         settings["stages"] = list(stages)
     return settings
@@ -348,6 +362,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     from echo_builder.prices import load_prices
 
     prices = load_prices(config.prices_file)  # a bad price file fails before anything is written
+    refresh = _refresh_inputs(config)  # an unreadable previous version or takedown file: before any write
     caller = _caller(config, prices)
     folder = _prepare_out(config, [d.name for d in stages])
     out, stages_dir = folder.out, folder.stages
@@ -438,7 +453,23 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         report["duplicate_ids"] = duplicate_notes
     # the dataset first (its files are all renamed into place together), then the report and the stage files:
     # until the dataset is written, a rebuild has changed none of a finished build's files
-    _write_dataset(config, out, samples, report, salt=salt, identifiers=author_identifiers(context.posts))
+    changes = None
+    if refresh is not None:
+        changes = _apply_refresh(refresh, samples, context.posts)
+        report["refresh"] = {k: changes[k] for k in ("version", "previous", "window", "counts")}
+    _write_dataset(
+        config,
+        out,
+        [s for s in samples if changes is None or s.id in changes["_keep"]],
+        report,
+        salt=salt,
+        identifiers=author_identifiers(context.posts),
+        changes=changes,
+    )
+    if changes is not None:
+        _write_json(
+            out / "changes.json", {k: v for k, v in changes.items() if not k.startswith("_")}, root=out
+        )
     _write_json(out / REPORT_FILE, report, root=out)
     _commit(folder)
     stats: dict[str, Any] = {"wall_time_s": timings, **context.run_stats}
@@ -545,10 +576,12 @@ def _write_dataset(
     *,
     salt: str,
     identifiers: Sequence[str] = (),
+    changes: dict[str, Any] | None = None,
 ) -> None:
     """The hub-shaped folder in ``out`` itself (``<config>/test-*.parquet`` + README card), so
     ``load_dataset(out, "text_to_image")`` and ``echo-bench publish out`` work directly. ``salt`` and
-    ``identifiers`` (the input's authors) go to the pseudonymization."""
+    ``identifiers`` (the input's authors) go to the pseudonymization; ``changes`` (a refresh) adds the carried
+    rows of the previous version and the card's Version section."""
     from echo_builder.dataset_rows import rows_by_config
     from echo_dataset.card import card_context_from_report
     from echo_dataset.writer import DEFAULT_MAX_SHARD_BYTES, write_hub_folder
@@ -556,6 +589,20 @@ def _write_dataset(
     store_root = Path(config.media_store) if config.media_store else out / "media"
     grouped, dropped = rows_by_config(samples, media_root=store_root)
     context = card_context_from_report(report, dropped=dropped, license=config.license)
+    carried = None
+    if changes is not None:
+        from echo_builder.refresh import carried_rows
+
+        carried = carried_rows(changes["previous"]["source"], changes["carried"])
+        context |= {
+            "version": changes["version"],  # None: no Version section (a takedown file alone)
+            "previous_source": changes["previous"]["source"] if changes["previous"]["source"] else None,
+            "previous_version": changes["previous"]["version"],
+            "changes": changes["counts"],
+        }
+        # a refresh's card shows this collection window, not the span of the rows it carried over
+        if changes["window"] and changes["previous"]["source"]:
+            context["collection_window"] = tuple(changes["window"])
     write_hub_folder(
         grouped,
         out,
@@ -565,6 +612,7 @@ def _write_dataset(
         salt=salt,
         identifiers=identifiers,
         max_shard_bytes=config.max_shard_bytes or DEFAULT_MAX_SHARD_BYTES,
+        carried=carried,
     )
 
 
@@ -579,6 +627,85 @@ def _cost_summary(caller: Any, prices: Any) -> dict[str, Any]:
         "price": prices.describe(model),
         "note": "list prices as of the price entry's date; cache hits are priced as if paid",
     }
+
+
+@dataclass
+class _RefreshInputs:
+    previous: Any  # echo_builder.refresh.Previous, or None for a first build (--version or --takedowns alone)
+    version: str | None
+    takedowns: frozenset[str]
+
+
+def _refresh_inputs(config: BuildConfig) -> _RefreshInputs | None:
+    """Read ``config.previous`` and the takedown file and fix the version; ``None`` for a plain build.
+
+    Raises:
+        ConfigError: an unreadable previous version or takedown file, or a malformed version.
+    """
+    if config.previous is None and config.version is None and config.takedowns is None:
+        return None
+    from echo_builder.refresh import read_previous, read_takedowns
+    from echo_dataset.errors import EchoDatasetError
+    from echo_dataset.versioning import bump_minor, check_version
+
+    if config.previous is not None and Path(config.previous).resolve() == Path(config.out_dir).resolve():
+        raise ConfigError(
+            f"--previous {config.previous} is the build folder itself; write the new version to another --out"
+        )
+    previous = read_previous(config.previous) if config.previous is not None else None
+    if previous is not None and config.pseudonymize and _unpseudonymized(Path(config.previous)):
+        raise ConfigError(
+            f"--previous {config.previous} was built with --no-pseudonymize: its rows would be carried over into a "
+            "dataset marked pseudonymized; rebuild it with pseudonymization, or build this version with "
+            "--no-pseudonymize too"
+        )
+    try:
+        if config.version is not None:
+            version: str | None = check_version(config.version)
+        else:  # a takedown file alone versions nothing
+            version = bump_minor(previous.version) if previous is not None else None
+    except EchoDatasetError as exc:
+        raise ConfigError(f"--version: {exc}") from None
+    return _RefreshInputs(previous, version, read_takedowns(config.takedowns))
+
+
+def _unpseudonymized(folder: Path) -> bool:
+    """Whether a Parquet file of the local dataset ``folder`` records ``pseudonymized: false`` (a Hub id: no)."""
+    import pyarrow.parquet as pq
+
+    from echo_dataset import SPLIT
+    from echo_dataset.writer import ECHO_METADATA_KEY
+
+    for file in sorted(folder.glob(f"*/{SPLIT}-*.parquet")) if folder.is_dir() else ():
+        meta = pq.read_schema(file).metadata or {}
+        if json.loads(meta.get(ECHO_METADATA_KEY, b"{}")).get("pseudonymized") is False:
+            return True
+    return False
+
+
+def _apply_refresh(
+    refresh: _RefreshInputs, samples: Sequence[Sample], posts: Sequence[Any]
+) -> dict[str, Any]:
+    """``changes.json``'s content for this build (plus ``_keep``, the ids of the new samples to write)."""
+    from echo_builder.dataset_rows import route
+    from echo_builder.refresh import Previous, gone_post_ids, plan_refresh
+
+    times = sorted(p.created_at for p in posts if getattr(p, "created_at", None) is not None)
+    previous = refresh.previous or Previous("", {}, {}, None)
+    plan = plan_refresh(
+        previous,
+        [(s.id, route(s), s.source_post_ids) for s in samples],
+        collected_post_ids=[p.id for p in posts],
+        gone_post_ids=gone_post_ids(posts),
+        window=(times[0], times[-1]) if times else None,
+        takedowns=refresh.takedowns,
+        version=refresh.version,
+    )
+    changes = dict(plan.changes)
+    if refresh.previous is None:
+        changes["previous"] = {"source": None, "version": None}
+    changes["_keep"] = plan.keep_new | {s.id for s in samples if route(s) is None}
+    return changes
 
 
 def _caller(config: BuildConfig, prices: Any = None) -> Any:

@@ -30,6 +30,7 @@ __all__ = [
     "front_matter",
     "nsfw_line",
     "render_card",
+    "version_section",
 ]
 
 DEFAULT_TEMPLATE = Path(__file__).resolve().parent / "templates" / "echo_card.md.tmpl"
@@ -106,6 +107,8 @@ def front_matter(
         "task_categories": ["text-to-image", "image-to-image"],
         "tags": ["benchmark", "image-generation", "image-editing", "echo-bench"],
     }
+    if context.get("version"):  # a versioned (refreshed) build, see echo_dataset.versioning
+        meta["version"] = str(context["version"])
     if declared:
         meta["configs"] = [
             {"config_name": c, "data_files": [{"split": SPLIT, "path": f"{c}/{SPLIT}-*.parquet"}]}
@@ -149,6 +152,46 @@ def _cost_line(cost: Mapping[str, Any]) -> str:
         f"{cost['usd']:.2f} USD for {tokens}, at the list prices of `{price.get('entry')}` as of "
         f"{price.get('date')} ({price.get('source')})"
     )
+
+
+def version_section(context: Mapping[str, Any]) -> str | None:
+    """The card's "Version" section of a versioned build (``context["version"]``), else ``None``.
+
+    ``context`` keys read: ``version`` (``X.Y.Z``), ``collection_window``, ``previous_version`` and
+    ``previous_source`` (the dataset refreshed), ``changes`` (``{added, kept, carried, removed}`` counts and
+    ``removed_by_reason``, as ``changes.json`` of ``build --previous`` holds them).
+    """
+    version = context.get("version")
+    if not version:
+        return None
+    lines = ["## Version", "", f"Version **{version}**, posts collected {_window(context)}."]
+    if context.get("previous_source"):
+        lines[-1] += (
+            f" Refreshed from `{context['previous_source']}`"
+            + (f" (version {context['previous_version']})" if context.get("previous_version") else "")
+            + ": sample ids are hashes of their source post ids, so a sample keeps its id across versions."
+        )
+    changes = context.get("changes")
+    if changes:
+        lines += [
+            "",
+            _table(
+                ("samples", "count"),
+                [
+                    ("added (new in this collection window)", changes.get("added")),
+                    ("kept (found again, rebuilt)", changes.get("kept")),
+                    ("carried over unchanged (outside this window)", changes.get("carried")),
+                    ("removed", changes.get("removed")),
+                ],
+            ),
+        ]
+        reasons = changes.get("removed_by_reason") or {}
+        if reasons:
+            lines += [
+                "",
+                "Removed by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) + ".",
+            ]
+    return "\n".join(lines)
 
 
 def render_card(
@@ -263,6 +306,10 @@ def render_card(
             "published by their authors on social media, who keep their rights in them."
         ),
     )
+    section = version_section(context)
+    if section is not None:  # only a versioned build has it: other cards stay as they were
+        head, sep, tail = body.partition("\n## Configs")
+        body = f"{head}\n{section}\n{sep}{tail}" if sep else f"{body.rstrip()}\n\n{section}\n"
     meta = yaml.safe_dump(
         front_matter(context, dataset_info=dataset_info, counts=counts), sort_keys=False, allow_unicode=True
     )
