@@ -97,6 +97,15 @@ class BuildConfig:
             no screening, ``has_nsfw`` stays null.
         nsfw_threshold: the checker's flagging threshold in [0, 1]; ``None``: its default (NudeNet 0.6, VLM 0.5).
         nsfw_options: checker options (NudeNet: ``classes``; a VLM: its backend's options such as ``base_url``).
+        expand: run the optional ``expand`` stage (:mod:`echo_builder.stages.expand`) on these platforms (``x``,
+            ``bluesky``, ``reddit``): fetch the kept posts' missing ancestors and replies before ``threads``.
+            Empty (default): no request is made and the build's files are those of a build without the stage.
+        expand_depth: rounds of expansion (>= 1; round ``r + 1`` expands the posts round ``r`` found).
+        expand_max_tree: the most posts expansion adds to one conversation (>= 1).
+        expand_max_requests: the most pages fetched per platform (cached pages included); ``None``: no limit.
+        expand_options: ``archive`` (X full-archive search for the conversation searches), ``base_url`` (another
+            API host), and the waits of :class:`echo_builder.collect.core.Collector` (``max_wait_s``,
+            ``max_attempts``, ``max_rate_limited``; tests inject ``sleep`` and ``clock``).
     """
 
     sources: Sequence[str | Path]
@@ -128,6 +137,11 @@ class BuildConfig:
     nsfw_check: Any = None
     nsfw_threshold: float | None = None
     nsfw_options: dict[str, Any] = field(default_factory=dict)
+    expand: Sequence[str] = ()
+    expand_depth: int = 8
+    expand_max_tree: int = 500
+    expand_max_requests: int | None = 1000
+    expand_options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -192,7 +206,7 @@ def _prepare_out(config: BuildConfig, stages: Sequence[str]) -> _Folder:
     previous = claim_output(
         out, "build", signatures=BUILD_SIGNATURES, allowed=SEEDED_ENTRIES, what="build folder"
     )
-    for name in ("stages", "cache", "media", NEXT_DIR, "build.json", "report.json", "README.md"):
+    for name in ("stages", "cache", "media", "expand", NEXT_DIR, "build.json", "report.json", "README.md"):
         check_inside(out, out / name)
     settings = _settings(config, stages)
     recorded = out / "build.json"
@@ -279,6 +293,10 @@ def _settings(config: BuildConfig, stages: Sequence[str]) -> dict[str, Any]:
         from echo_builder.stages.safety import screening_settings
 
         settings["nsfw_check"] = screening_settings(config)
+    if config.expand:  # recorded only when set, as nsfw_check
+        from echo_builder.stages.expand import expansion_settings
+
+        settings["expand"] = expansion_settings(config)
     if list(stages) != [d.name for d in builtin_order(config)]:
         settings["stages"] = list(stages)
     return settings
@@ -395,6 +413,8 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     }
     if duplicate_notes:
         report["duplicate_ids"] = duplicate_notes
+    if "expansion" in context.extra:  # the expand stage ran: posts fetched from the platforms, apart
+        report["expansion"] = context.extra["expansion"]
     # the dataset first (its files are all renamed into place together), then the report and the stage files:
     # until the dataset is written, a rebuild has changed none of a finished build's files
     _write_dataset(config, out, samples, report, salt=salt, identifiers=author_identifiers(context.posts))
