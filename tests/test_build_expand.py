@@ -468,3 +468,53 @@ def test_build_cli_expands_and_names_the_options(recordings, keywords, tmp_path,
     assert refused.exit_code != 0 and "--expand-archive and --expand-base-url need --expand" in refused.output
     shown = CliRunner().invoke(cli, ["build", "--help"])
     assert "--expand [x|bluesky|reddit]" in shown.output and "--expand-max-requests" in shown.output
+
+
+def _bsky_view(n: int, parent: int | None) -> str:
+    uri = f"at://did:plc:user1/app.bsky.feed.post/p{n}"
+    reply = (
+        f',"reply":{{"parent":{{"uri":"at://did:plc:user1/app.bsky.feed.post/p{parent}","cid":"c"}},'
+        f'"root":{{"uri":"at://did:plc:user1/app.bsky.feed.post/p0","cid":"c"}}}}'
+        if parent is not None
+        else ""
+    )
+    return (
+        f'{{"uri":"{uri}","cid":"c","author":{{"did":"did:plc:user1","handle":"user1.test"}},'
+        f'"record":{{"$type":"app.bsky.feed.post","text":"gpt-4o post {n}","createdAt":"2024-05-01T00:00:00Z"{reply}}},'
+        f'"indexedAt":"2024-05-01T00:00:00Z","replyCount":0}}'
+    )
+
+
+def test_bluesky_thread_ten_thousand_deep_gives_a_clear_message(keywords, tmp_path):
+    """A synthetic getPostThread answer whose parent chain is 10,000 levels deep (JSON nested 20,000 deep): the
+    answer cannot be read, the expansion says so, and the kept post stays."""
+    depth = 10_000
+    seed = json.loads(_bsky_view(depth, depth - 1))
+    export = tmp_path / "export.jsonl"
+    export.write_text(json.dumps({"posts": [seed]}) + "\n", encoding="utf-8")
+    node = '{"$type":"app.bsky.feed.defs#threadViewPost","post":'
+    opening = [node + _bsky_view(n, n - 1) + ',"parent":' for n in range(depth, 0, -1)]
+    body = ('{"thread":' + "".join(opening) + node + _bsky_view(0, None) + "}" * (depth + 2)).encode()
+    deep = Reply(200, {"content-type": "application/json"}, body)
+    out = tmp_path / "build"
+    with ReplayServer() as server:
+        server.add("GET", THREAD, [deep] * 4)
+        build(_config([export], out, keywords, "bluesky", server))
+    expansion = json.loads((out / "report.json").read_text())["expansion"]
+    assert len(expansion["errors"]) == 1 and "nested too deeply" in expansion["errors"][0], expansion
+    assert expansion["posts_added"] == 0
+    seed_id = f"bluesky:{seed['uri']}"
+    assert [p["id"] for p in _tree_of(_trees(out), seed_id)["posts"]] == [seed_id]
+
+
+def test_a_missing_credential_is_reported_and_the_build_goes_on(recordings, keywords, tmp_path, monkeypatch):
+    monkeypatch.delenv("X_BEARER_TOKEN", raising=False)
+    export = tmp_path / "export.jsonl"
+    _x_export(recordings, export)
+    out = tmp_path / "build"
+    with ReplayServer() as server:
+        build(_config([export], out, keywords, "x", server))
+        assert server.requests == []
+    errors = json.loads((out / "report.json").read_text())["expansion"]["errors"]
+    assert errors == ["x: collect x: set the environment variable X_BEARER_TOKEN (see docs/collect.md)"]
+    assert (out / "stages" / "samples.jsonl").exists()

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from echo_builder.collect.core import BadResponse, CollectError, Collector, Job, Page, Window
-from echo_builder.errors import ConfigError
+from echo_builder.errors import ConfigError, EchoError
 from echo_builder.records import Post
 
 __all__ = ["EXPAND_PLATFORMS", "Expander", "ExpansionCache", "ExpansionResult", "expansion_client"]
@@ -310,11 +310,15 @@ class Expander:
             def fetch(self, _job: Job, _cursor: str | None, _size: int) -> Page:
                 try:
                     return client.fetch(kind, arg, cursor)
+                except BadResponse as exc:
+                    if "recursion" not in str(exc).lower():
+                        raise
                 except RecursionError:
-                    raise CollectError(
-                        f"{client.name} answered {kind} {arg!r} with JSON nested too deeply to read (a thread "
-                        "thousands of levels deep); lower --expand-depth"
-                    ) from None
+                    pass
+                raise CollectError(  # JSON nested past the parser's limit: retrying cannot help
+                    f"{client.name} answered {kind} {arg!r} with JSON nested too deeply to read (a thread "
+                    "thousands of levels deep); lower --expand-depth"
+                )
 
         self._fetcher.platform = _One()
         page = self._fetcher._fetch(job, cursor, 0, self._state)
@@ -365,12 +369,22 @@ class Expander:
                     seen: set[str] = set()
                     while True:
                         if self.max_requests is not None and result.requests >= self.max_requests:
-                            unfinished[tree] = "budget"
+                            for request in plan:  # this request's and every later one's conversation
+                                if request not in done or request == (kind, arg):
+                                    first = ("lookup", request[1].split(",")[0])
+                                    unfinished[owner.get(request) or owner.get(first, "")] = "budget"
                             raise _Stop
                         entry = self._page(kind, arg, cursor)
                         result.requests += 1
                         result.pages.append(entry["body"])
-                        for post in self.parse(entry["body"]):
+                        try:
+                            posts = self.parse(entry["body"])
+                        except RecursionError:
+                            raise CollectError(
+                                f"its answer to {kind} {arg!r} is nested too deeply to read (a thread thousands of "
+                                "levels deep); lower --expand-depth"
+                            ) from None
+                        for post in posts:
                             if post.id in known:
                                 continue
                             known[post.id] = post
@@ -398,7 +412,7 @@ class Expander:
                     unfinished.setdefault(tree_of(known[pid]), "depth")
         except _Stop:
             pass
-        except CollectError as exc:
+        except EchoError as exc:  # CollectError, or a credential that is not set (ConfigError)
             result.errors.append(f"{self.client.name}: {exc}")
         result.trees_touched = len(touched)
         reasons = list(unfinished.values())
