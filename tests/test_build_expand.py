@@ -518,3 +518,63 @@ def test_a_missing_credential_is_reported_and_the_build_goes_on(recordings, keyw
     errors = json.loads((out / "report.json").read_text())["expansion"]["errors"]
     assert errors == ["x: collect x: set the environment variable X_BEARER_TOKEN (see docs/collect.md)"]
     assert (out / "stages" / "samples.jsonl").exists()
+
+
+@pytest.mark.filterwarnings(
+    "ignore:no --target-model and no --keywords"
+)  # every post is kept: the whole trees
+def test_reddit_collect_then_build_expand_reproduces_collect_with_comments(recordings, tmp_path, monkeypatch):
+    """``collect reddit`` (searches only) then ``build --expand reddit`` reads the same posts as ``collect reddit
+    --comments``: the expansion reproduces the recorded conversations, and links them into the same trees."""
+    from echo_builder.sources import read_posts
+    from tests.test_collect_reddit import _comments_collector
+
+    for key, value in REDDIT_ENV.items():
+        monkeypatch.setenv(key, value)
+    rec = recordings / "reddit" / "extracted"
+    with ReplayServer() as server:
+        _comments_scenario(server, rec)
+        _comments_collector(server, tmp_path, tmp_path / "with-comments").run()
+    with ReplayServer() as server:
+        _comments_scenario(server, rec)
+        collector = _comments_collector(server, tmp_path, tmp_path / "searched")
+        collector.platform.comments = False
+        collector.run()
+        assert server.count("/comments/3hahrw") == 0
+        bounds = {"expand_max_tree": 10_000, "max_tree_size": 10_000, "max_depth": 1_000}
+        options = {"base_url": server.url, "sleep": lambda s: None}
+        expanded = tmp_path / "expanded"
+        build(
+            BuildConfig(
+                sources=[tmp_path / "searched" / "posts"],
+                out_dir=expanded,
+                relevance_threshold=1,
+                offline=True,
+                progress=False,
+                expand=["reddit"],
+                expand_options=options,
+                **bounds,
+            )
+        )
+        assert server.misses == []
+    plain = tmp_path / "plain"
+    build(
+        BuildConfig(
+            sources=[tmp_path / "with-comments" / "posts"],
+            out_dir=plain,
+            relevance_threshold=1,
+            offline=True,
+            progress=False,
+            **bounds,
+        )
+    )
+    collected = {p.id for p in read_posts(tmp_path / "with-comments" / "posts").posts}
+    searched = {p.id for p in read_posts(tmp_path / "searched" / "posts").posts}
+    added = {
+        json.loads(line)["id"] for line in (expanded / "stages" / "expand.jsonl").read_text().splitlines()
+    }
+    assert added == collected - searched and len(added) > 400
+    shape = {t["root_id"]: (sorted(p["id"] for p in t["posts"]), t["children"]) for t in _trees(expanded)}
+    assert shape == {
+        t["root_id"]: (sorted(p["id"] for p in t["posts"]), t["children"]) for t in _trees(plain)
+    }
