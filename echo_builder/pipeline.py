@@ -413,8 +413,11 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     }
     if duplicate_notes:
         report["duplicate_ids"] = duplicate_notes
-    if "expansion" in context.extra:  # the expand stage ran: posts fetched from the platforms, apart
-        report["expansion"] = context.extra["expansion"]
+    expanded = next((e for e in entries if e["name"] == "expand"), None)
+    if expanded is not None:  # --expand: the posts fetched from the platforms, apart from those in the files
+        from echo_builder.stages.expand import EXPANSION_FIELDS
+
+        report["expansion"] = {key: expanded[key] for key in EXPANSION_FIELDS}
     # the dataset first (its files are all renamed into place together), then the report and the stage files:
     # until the dataset is written, a rebuild has changed none of a finished build's files
     _write_dataset(config, out, samples, report, salt=salt, identifiers=author_identifiers(context.posts))

@@ -31,13 +31,24 @@ from echo_builder.stages.registry import StageContext, StageDefinition, StageOut
 if TYPE_CHECKING:
     from echo_builder.pipeline import BuildConfig
 
-__all__ = ["EXPAND_VERSION", "expansion_settings", "prepare_expand", "run_expand_stage"]
+__all__ = ["EXPAND_VERSION", "EXPANSION_FIELDS", "expansion_settings", "prepare_expand", "run_expand_stage"]
 
 EXPAND_VERSION = "expand-v1"
 EXPAND_DIR = "expand"
 #: ``expand_options`` that change what is fetched (recorded in ``build.json``); the others (``base_url``,
 #: ``sleep``, ``max_wait_s``, ...) change only how.
 _RECORDED_OPTIONS = ("archive",)
+#: The fields of the stage's report entry, copied to ``report.json``'s top-level ``expansion``.
+EXPANSION_FIELDS = (
+    "requests",
+    "posts_added",
+    "trees_touched",
+    "truncated_by_budget",
+    "truncated_by_depth",
+    "truncated_by_size",
+    "errors",
+    "platforms",
+)
 
 
 def _platforms(config: BuildConfig) -> list[str]:
@@ -180,7 +191,6 @@ def run_expand_stage(context: StageContext) -> StageOutput:
     }
     summary["errors"] = errors
     summary["platforms"] = per_platform
-    context.extra["expansion"] = summary
     context.run_stats["expansion"] = {"requests_this_run": this_run}
     return StageOutput(
         {"in": seeds_total, "out": len(added_posts), "failures": len(errors), **summary},
@@ -196,16 +206,7 @@ STAGE = declare_stage(
         after="relevance",
         reads=("selected", "posts"),
         writes=("posts",),
-        report_fields=(
-            "requests",
-            "posts_added",
-            "trees_touched",
-            "truncated_by_budget",
-            "truncated_by_depth",
-            "truncated_by_size",
-            "errors",
-            "platforms",
-        ),
+        report_fields=EXPANSION_FIELDS,
         prepare=prepare_expand,
         when=lambda config: bool(getattr(config, "expand", None)),
         extra="collect",
