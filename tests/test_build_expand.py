@@ -578,3 +578,20 @@ def test_reddit_collect_then_build_expand_reproduces_collect_with_comments(recor
     assert shape == {
         t["root_id"]: (sorted(p["id"] for p in t["posts"]), t["children"]) for t in _trees(plain)
     }
+
+
+def test_tree_size_bound_stops_paging_a_conversation(recordings, keywords, tmp_path, monkeypatch):
+    monkeypatch.setenv("X_BEARER_TOKEN", X_TOKEN)
+    export = tmp_path / "export.jsonl"
+    _x_export(recordings, export)
+    out = tmp_path / "build"
+    with ReplayServer() as server:
+        _x_scenario(server, recordings)
+        build(_config([export], out, keywords, "x", server, expand_max_tree=5))
+        assert server.count(X_SEARCH) == 1 and server.count(X_LOOKUP) == 0  # the first page filled it
+    expansion = json.loads((out / "report.json").read_text())["expansion"]
+    first_page = [t["id"] for t in _x_recording(recordings)["data"] if t["conversation_id"] == CONVERSATION][
+        :10
+    ]
+    assert expansion["posts_added"] == len(set(first_page) - {SEED}) and expansion["truncated_by_size"] == 1
+    assert expansion["truncated_by_depth"] == expansion["truncated_by_budget"] == 0

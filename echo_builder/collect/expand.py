@@ -364,6 +364,9 @@ class Expander:
                 for kind, arg in plan:
                     done.add((kind, arg))
                     tree = owner.get((kind, arg)) or owner.get(("lookup", arg.split(",")[0]), "")
+                    if per_tree.get(tree, 0) >= self.max_tree:  # grown to the bound by an earlier request
+                        unfinished[tree] = "size"
+                        continue
                     touched.setdefault(tree, None)
                     cursor: str | None = None
                     seen: set[str] = set()
@@ -396,6 +399,9 @@ class Expander:
                             found.append(post.id)
                         cursor = entry["next_cursor"]
                         if cursor is None:
+                            break
+                        if per_tree.get(tree, 0) >= self.max_tree:  # no further page for a full conversation
+                            unfinished[tree] = "size"
                             break
                         if cursor in seen:
                             result.errors.append(
