@@ -432,6 +432,23 @@ def test_reddit_expansion_reads_the_whole_comment_trees(recordings, keywords, tm
         assert in_trees[comment] == posts[comment]["root_id"], comment  # in its submission's tree
     expansion = json.loads((out / "report.json").read_text())["expansion"]
     assert expansion["posts_added"] == len(expected) and expansion["trees_touched"] == 2
+    first = _outputs(out)
+    with ReplayServer() as server:  # a rerun: every page from the cache, not even a token request
+        build(
+            _config(
+                [export],
+                out,
+                keywords,
+                "reddit",
+                server,
+                resume=True,
+                expand_max_tree=10_000,
+                max_tree_size=10_000,
+                max_depth=1_000,
+            )
+        )
+        assert server.requests == []
+    assert _outputs(out) == first
 
 
 def test_build_cli_expands_and_names_the_options(recordings, keywords, tmp_path, monkeypatch):
