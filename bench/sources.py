@@ -10,6 +10,14 @@ Writes, in a temporary folder, one export per format at ``--scale`` x these size
 5. JSON Lines of ``Post``: 100,000 posts (the package's own format, written by ``write_jsonl``).
 Each read is timed ``--repeats`` times, best kept, with and without ``raw``. Prints a Markdown table; ``--append``
 also appends it, with date and machine, to bench/RESULTS.md.
+
+``python -m bench.sources --dump [--dump-gb 2] [--plain-gb 0.25] [--append]`` (issue 17, deliverable 3) instead
+generates a Reddit-style zstd dump of ``--dump-gb`` GB uncompressed (Arctic Shift field layout, threads of a
+submission and 2-14 comments, 0.2% of threads mentioning the keyword ``gpt-image-1``), streamed to disk in a temporary
+folder (about a tenth of the size on disk), and runs ``echo-bench build --backend rules --offline --keywords`` on
+it in a child process: with ``--prefilter`` on the whole dump, and plain on a ``--plain-gb`` dump (a plain build
+keeps every post, so its memory grows with the dump; a 2 GB plain build needs about 16 GB). For each it records
+wall time, the child's CPU time, the decompressed MB/s over both, and the child's peak RSS.
 """
 
 from __future__ import annotations
@@ -266,6 +274,193 @@ def write_bluesky(path: Path, threads: int, replies: int) -> None:
             )
 
 
+_WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "light",
+    "soft",
+    "portrait",
+    "watercolor",
+    "result",
+    "wild",
+    "prompt",
+    "model",
+    "image",
+    "render",
+    "style",
+    "colours",
+    "look",
+    "warm",
+    "cool",
+    "sharp",
+    "detail",
+    "face",
+    "hand",
+    "text",
+    "sign",
+    "poster",
+]
+_SUBMISSION = (
+    '{"id":"%s","name":"t3_%s","subreddit":"aiArt","subreddit_id":"t5_2r0ij","title":"%s","selftext":"%s",'
+    '"author":"user%d","author_fullname":"t2_u%d","created_utc":%d,"retrieved_on":%d,"score":%d,"num_comments":%d,'
+    '"permalink":"/r/aiArt/comments/%s/p/","url":"https://i.redd.it/%s.jpg","post_hint":"image","domain":"i.redd.it",'
+    '"is_self":false,"over_18":false,"spoiler":false,"stickied":false,"locked":false,"gilded":0,"edited":false,'
+    '"distinguished":null,"author_flair_text":null,"link_flair_text":"Discussion","all_awardings":[],"awarders":[],'
+    '"thumbnail":"https://b.thumbs.redditmedia.com/%s.jpg","upvote_ratio":0.97,"num_crossposts":0}\n'
+)
+_COMMENT = (
+    '{"id":"%s","name":"t1_%s","link_id":"t3_%s","parent_id":"%s","subreddit":"aiArt","subreddit_id":"t5_2r0ij",'
+    '"body":"%s","author":"user%d","author_fullname":"t2_u%d","created_utc":%d,"retrieved_on":%d,"score":%d,'
+    '"permalink":"/r/aiArt/comments/%s/p/%s/","controversiality":0,"gilded":0,"edited":false,"stickied":false,'
+    '"distinguished":null,"author_flair_text":null,"is_submitter":false,"collapsed":false,"all_awardings":[],'
+    '"score_hidden":false,"send_replies":true}\n'
+)
+
+
+def write_reddit_dump(
+    path: Path, target_bytes: int, keyword: str = "gpt-image-1", rate: float = 0.002
+) -> int:
+    """A zstd Reddit dump of about ``target_bytes`` uncompressed; returns the uncompressed size. Templated lines
+    (no JSON encoder per record) so that writing 2 GB takes well under a minute."""
+    import random
+
+    import zstandard
+
+    rng = random.Random(0)
+    texts = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(8, 60))) for _ in range(4096)]
+    hits = [
+        f"{t[:40]} made with {keyword.upper() if i % 2 else keyword} {t[40:]}"
+        for i, t in enumerate(texts[:256])
+    ]
+    written, thread, t0 = 0, 0, 1_743_000_000
+    compressor = zstandard.ZstdCompressor(level=3, threads=2, write_content_size=False)
+    with path.open("wb") as fh, compressor.stream_writer(fh) as out:
+        while written < target_bytes:
+            batch = []
+            for _ in range(200):
+                sid = f"s{thread:x}"
+                thread += 1
+                hot = rng.random() < rate
+                title = (hits[thread % 256] if hot else texts[thread % 4096])[:120]
+                n = rng.randint(2, 14)
+                user = thread % 9973
+                batch.append(
+                    _SUBMISSION
+                    % (
+                        *(sid, sid, title, texts[thread * 7 % 4096], user, user),
+                        *(t0 + thread, t0 + thread + 9, thread % 500, n, sid, sid, sid),
+                    )
+                )
+                parent = f"t3_{sid}"
+                for k in range(n):
+                    cid = f"{sid}c{k}"
+                    mention = (hot and k == 0) or rng.random() < rate / 4
+                    body = hits[(thread + k) % 256] if mention else texts[(thread * 13 + k) % 4096]
+                    who = (thread + k) % 10007
+                    batch.append(
+                        _COMMENT
+                        % (
+                            *(cid, cid, sid, parent, body, who, who),
+                            *(t0 + thread + k, t0 + thread + k + 9, k - 2, sid, cid),
+                        )
+                    )
+                    parent = f"t1_{cid}" if k % 2 == 0 else parent
+            data = "".join(batch).encode()
+            out.write(data)
+            written += len(data)
+    return written
+
+
+def run_build(args: list[str]) -> dict[str, float]:
+    """``echo-bench build ARGS`` in a child process: wall seconds, the child's CPU seconds, its peak RSS (MB)."""
+    import os
+    import subprocess
+    import sys
+
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "echo_builder.cli", "build", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    output = child.stdout.read() if child.stdout else b""  # type: ignore[union-attr]
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - start
+    if child.returncode != 0:
+        raise SystemExit(f"build failed ({child.returncode}):\n{output.decode(errors='replace')[-3000:]}")
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024}
+
+
+def dump_main(args: argparse.Namespace) -> None:
+    import shutil
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="echo-bench-dump-") as tmp:
+        root = Path(tmp)
+        free = shutil.disk_usage(root).free
+        if free < args.dump_gb * 0.3e9:
+            raise SystemExit(
+                f"{root}: {free / 1e9:.1f} GB free; the dump needs about {args.dump_gb * 0.15:.1f} GB"
+            )
+        (root / "keywords.txt").write_text("gpt-image-1\n", encoding="utf-8")
+        runs = [("--prefilter", args.dump_gb, ["--prefilter"]), ("plain", args.plain_gb, [])]
+        for label, gb, extra in runs:
+            if gb <= 0:
+                continue
+            dump = root / f"RC_synthetic_{gb:g}GB.zst"
+            started = time.perf_counter()
+            size = write_reddit_dump(dump, int(gb * 1e9))
+            made = time.perf_counter() - started
+            print(
+                f"wrote {dump.name}: {size / 1e6:,.0f} MB uncompressed, {dump.stat().st_size / 1e6:,.0f} MB on disk "
+                f"in {made:.0f} s",
+                flush=True,
+            )
+            out = root / f"out-{label.strip('-')}"
+            flags = [
+                "--out",
+                str(out),
+                "--backend",
+                "rules",
+                "--offline",
+                "--keywords",
+                str(root / "keywords.txt"),
+            ]
+            result = run_build([str(dump), *flags, *extra])
+            report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+            collect = report["stages"][0]
+            mb = size / 1e6
+            rows.append(
+                (
+                    f"build {label}",
+                    f"{mb:,.0f} MB ({dump.stat().st_size / 1e6:,.0f} MB .zst)",
+                    f"{collect['out']:,} posts collected, {report['stages'][1]['out']:,} matched",
+                    f"{result['wall']:.0f} s ({mb / result['wall']:.1f} MB/s)",
+                    f"{result['cpu']:.0f} s ({mb / result['cpu']:.1f} MB/s)",
+                    f"{result['rss_mb']:,.0f} MB",
+                )
+            )
+            print(rows[-1], flush=True)
+            dump.unlink()
+            shutil.rmtree(out)
+    lines = [
+        "| run | input (decompressed) | posts | wall time | CPU time of the build | peak RSS |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    print("\n".join(lines))
+    if args.append:
+        intro = (
+            "Generated Reddit-style zstd dump (Arctic Shift field layout, about 730 bytes a line, 0.2% of threads "
+            "mentioning the keyword) through `echo-bench build --backend rules --offline --keywords` in a child "
+            f"process; MB/s are decompressed input bytes over wall and over CPU time; {machine()}."
+        )
+        append_section("## Streaming sources (`python -m bench.sources --dump`)", intro, lines)
+
+
 def best_of(repeats: int, fn: Callable[[], object]) -> tuple[float, object]:
     best, result = float("inf"), None
     for _ in range(repeats):
@@ -282,7 +477,19 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every size by this")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--append", action="store_true", help="append the table to bench/RESULTS.md")
+    parser.add_argument(
+        "--dump", action="store_true", help="benchmark builds from a generated .zst dump instead"
+    )
+    parser.add_argument(
+        "--dump-gb", type=float, default=2.0, help="decompressed size of the --prefilter dump"
+    )
+    parser.add_argument(
+        "--plain-gb", type=float, default=0.25, help="decompressed size of the plain-build dump"
+    )
     args = parser.parse_args()
+    if args.dump:
+        dump_main(args)
+        return
 
     def n(x: int) -> int:
         return max(1, round(x * args.scale))

@@ -2,7 +2,7 @@
 
 The group and its error handling live here; the subcommands live in :mod:`echo_builder.commands` (curation:
 ``collect``, ``build``, ``publish``, ``import echo2025``; model outputs: ``generate``; evaluation: ``judge``, ``leaderboard``, ``agreement``,
-``metrics``; analysis: ``analyze``; tools: ``backends``, ``cache``, ``plugins``; the tour: ``demo``). Heavy imports happen inside the command that
+``export-pairs``, ``metrics``; analysis: ``analyze``; tools: ``backends``, ``cache``, ``plugins``; the tour: ``demo``). Heavy imports happen inside the command that
 needs them, so ``echo-bench --help`` is instant.
 """
 
@@ -20,7 +20,14 @@ from echo_builder.commands.backends import backends, cache
 from echo_builder.commands.collect import collect
 from echo_builder.commands.curation import build, publish
 from echo_builder.commands.demo import demo
-from echo_builder.commands.evaluation import agreement, judge, leaderboard, metrics, publish_metrics
+from echo_builder.commands.evaluation import (
+    agreement,
+    export_pairs,
+    judge,
+    leaderboard,
+    metrics,
+    publish_metrics,
+)
 from echo_builder.commands.generation import generate
 from echo_builder.commands.plugins import plugins
 from echo_builder.commands.release import import_group
@@ -145,6 +152,7 @@ for _command in (
     judge,
     leaderboard,
     agreement,
+    export_pairs,
     metrics,
     publish_metrics,
     demo,

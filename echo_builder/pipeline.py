@@ -69,6 +69,11 @@ class BuildConfig:
         launch_date: its launch date, for time-windowed keywords.
         keywords_file: keyword list; default: the target model's name.
         source_format: force one source format instead of auto-detection.
+        prefilter: read only the posts matching the keywords (and time windows) and the threads around them, in
+            two streaming passes over the sources (:mod:`echo_builder.sources.prefilter`): memory bounded by the
+            kept posts instead of the sources' size. Needs keywords (``keywords_file`` or ``target_model``).
+        hf_columns: for ``hf:<repo>[:config]`` sources (a ``datasets``-loadable prompt collection), which column
+            holds the prompt, id, image ... (``{"prompt": "text"}``, see :mod:`echo_builder.sources.hf`).
         relevance_threshold: minimum relevance kept (1-5, ECHO: 4).
         max_depth, max_tree_size: bounds of reply-tree expansion.
         concurrency, timeout_s, max_attempts: model-call limits.
@@ -106,6 +111,11 @@ class BuildConfig:
         expand_options: ``archive`` (X full-archive search for the conversation searches), ``base_url`` (another
             API host), and the waits of :class:`echo_builder.collect.core.Collector` (``max_wait_s``,
             ``max_attempts``, ``max_rate_limited``; tests inject ``sleep`` and ``clock``).
+        batch: send the model calls the cache cannot answer through the OpenAI Batch API (``openai:`` backends;
+            :mod:`echo_builder.backends.batch`), checkpointing batch ids in ``OUT/batches``. The stage files equal
+            an online build's for the same replies; a build may switch between batch and online when resumed.
+        batch_retry: ``online``, ``batch`` or ``none``: what happens to lines a batch failed transiently.
+        batch_poll_s: seconds before the first status check of a batch (then doubling up to 10 minutes).
     """
 
     sources: Sequence[str | Path]
@@ -116,6 +126,8 @@ class BuildConfig:
     launch_date: date | str | None = None
     keywords_file: str | Path | None = None
     source_format: str | None = None
+    prefilter: bool = False
+    hf_columns: dict[str, str] = field(default_factory=dict)
     relevance_threshold: int = 4
     max_depth: int = 8
     max_tree_size: int = 500
@@ -142,6 +154,9 @@ class BuildConfig:
     expand_max_tree: int = 500
     expand_max_requests: int | None = 1000
     expand_options: dict[str, Any] = field(default_factory=dict)
+    batch: bool = False
+    batch_retry: str = "online"
+    batch_poll_s: float = 30.0
 
 
 @dataclass
@@ -206,7 +221,17 @@ def _prepare_out(config: BuildConfig, stages: Sequence[str]) -> _Folder:
     previous = claim_output(
         out, "build", signatures=BUILD_SIGNATURES, allowed=SEEDED_ENTRIES, what="build folder"
     )
-    for name in ("stages", "cache", "media", "expand", NEXT_DIR, "build.json", "report.json", "README.md"):
+    for name in (
+        "stages",
+        "cache",
+        "media",
+        "expand",
+        NEXT_DIR,
+        "build.json",
+        "report.json",
+        "README.md",
+        "batches",
+    ):
         check_inside(out, out / name)
     settings = _settings(config, stages)
     recorded = out / "build.json"
@@ -297,6 +322,10 @@ def _settings(config: BuildConfig, stages: Sequence[str]) -> dict[str, Any]:
         from echo_builder.stages.expand import expansion_settings
 
         settings["expand"] = expansion_settings(config)
+    if config.prefilter:  # recorded only when on: builds made before the option resume as before
+        settings["prefilter"] = True
+    if config.hf_columns:
+        settings["hf_columns"] = dict(config.hf_columns)
     if list(stages) != [d.name for d in builtin_order(config)]:
         settings["stages"] = list(stages)
     return settings
@@ -347,6 +376,10 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         cache = caller.cache = CallCache(
             config.cache_dir or out / "cache", root=None if config.cache_dir else out
         )
+        if config.batch:
+            from echo_builder.backends.batch import batch_settings
+
+            caller.batch = batch_settings(out, retry=config.batch_retry, poll_s=config.batch_poll_s)  # type: ignore[arg-type]
     context = StageContext(
         config=config,
         out=out,
@@ -556,11 +589,21 @@ def _caller(config: BuildConfig) -> Any:
     if config.backend.strip() == "rules":
         if config.backend_options:
             raise ConfigError(f"the rules backend takes no options, got {sorted(config.backend_options)}")
+        if config.batch:
+            raise ConfigError(
+                "--batch needs an openai: backend (an OpenAI-compatible server with the Batch API); the rules "
+                "backend calls no model. Run it without --batch."
+            )
         return None
     from echo_builder.backends import create_backend
     from echo_builder.backends.caller import ModelCaller, RetryPolicy
 
     backend = create_backend(config.backend, **config.backend_options)
+    if config.batch:
+        from echo_builder.backends.batch import batch_settings, check_batchable
+
+        check_batchable(backend)
+        batch_settings(".", retry=config.batch_retry, poll_s=config.batch_poll_s)  # type: ignore[arg-type]  # checks the values
     return ModelCaller(
         backend,
         concurrency=config.concurrency,

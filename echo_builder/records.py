@@ -293,7 +293,8 @@ class Verdict(_Record):
         criterion: what was judged (``overall``, ``text_rendering``, ...).
         prompt_version: version of the judge prompt template.
         input_tokens, output_tokens: token usage reported by the backend.
-        latency_s: wall time of the original call in seconds (a cache hit keeps the original time).
+        latency_s: wall time of the original call in seconds (a cache hit keeps the original time); 0.0 for a call
+            answered through the Batch API (``--batch``), which has no per-call wall time.
     """
 
     sample_id: str

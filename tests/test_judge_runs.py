@@ -208,8 +208,19 @@ def test_agreement_with_humans(bench, openai_server, tmp_path):
     assert rows["openai:judge2"]["pair_agreement_no_ties"] == 1.0 and rows["openai:judge2"]["n_pairs"] == 10
     assert rows["openai:judge1"]["pair_agreement_no_ties"] == 0.0
     assert 0 <= report["kendalls_w"]["w"] <= 1
+    # judge2 agrees on all 10 pairs: every resample of prompts agrees too
+    assert (
+        rows["openai:judge2"]["pair_agreement_ci_low"],
+        rows["openai:judge2"]["pair_agreement_ci_high"],
+    ) == (
+        1.0,
+        1.0,
+    )
+    assert (
+        rows["openai:judge1"]["pair_agreement_ci_low"] < 0.4 < rows["openai:judge1"]["pair_agreement_ci_high"]
+    )
     text = _run("agreement", str(out), "--human", str(path))
-    assert "majority" in text and "Kendall's W" in text
+    assert "majority" in text and "Kendall's W" in text and "[1.000, 1.000]" in text
 
 
 def test_leaderboard_on_real_arena_votes(shared_data):

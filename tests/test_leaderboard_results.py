@@ -232,6 +232,18 @@ def test_cli_push_to_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         "latest"
     ]
     assert loaded["model"][0] == "alpha" and loaded.num_rows == 3
+    # the validity card travels with the results: judge-b could not be parsed on beta's s0 (1 of 6)
+    assert {"validity.json", "validity.md"} <= set(api.uploaded)
+    card = json.loads((tmp_path / "hub" / "validity.json").read_text())
+    rows = {(r["model"], r["judge"]): r for r in card["failures"]}
+    assert rows[("beta", "openai:judge-b")]["failure_rate"] == pytest.approx(1 / 6)
+    assert rows[("beta", "openai:judge-a")]["failure_rate"] == 0.0
+    assert [j["snapshots"] for j in card["judges"]] == [["judge-a-2026-01-01"], ["judge-b-2026-02-02"]]
+    assert (run / "validity.json").is_file()  # and the run folder keeps its own copy
+    assert (
+        "`validity.md` (and `validity.json`) is the validity card"
+        in (tmp_path / "hub" / "README.md").read_text()
+    )
     # json stays parseable: the note goes to stderr
     again = _cli(str(run), "--format", "json", "--push-to-hub", "me/results", env={"HF_TOKEN": "hf_y"})
     assert again.exit_code == 0 and len(json.loads(again.stdout)) == 3

@@ -30,7 +30,7 @@ from echo_builder.generate import GenerationRequest, create_generator, list_gene
 from echo_builder.sources import detect_format, get_source, list_sources, read_posts, registered_sources
 from tests.conftest import REPO_ROOT
 
-BUILTIN_SOURCES = ["jsonl", "x_api", "x_graphql", "reddit", "bluesky", "collection"]
+BUILTIN_SOURCES = ["jsonl", "x_api", "x_graphql", "reddit", "bluesky", "twscrape", "collection"]
 
 PLUGIN_CODE = '''
 """A throwaway echo-bench plugin: a source format, a backend, a generator, and broken declarations."""
@@ -208,8 +208,9 @@ def _echo_bench(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProces
 
 def test_plugin_source_is_detected_after_the_builtins_and_can_be_forced(plugin_site, tmp_path):
     names = [a.name for a in registered_sources()]
-    assert names[:6] == BUILTIN_SOURCES  # the built-ins keep their detection order, plugins come after
-    assert names[6:] == ["exploding", "mastodon", "wildcard"]
+    builtins = len(BUILTIN_SOURCES)
+    assert names[:builtins] == BUILTIN_SOURCES  # the built-ins keep their detection order, plugins come after
+    assert names[builtins:] == ["exploding", "mastodon", "wildcard"]
     info = {s.name: s for s in list_sources()}
     assert info["mastodon"].origin == "myplugin 0.1" and info["x_api"].origin == "built-in"
     assert info["mastodon"].reads_folders is False
@@ -402,7 +403,10 @@ def test_cli_sees_plugins_in_a_fresh_process(plugin_site, tmp_path):
     assert "snapshot:  echoback-1" in ping.stdout and "reply:     'pong'" in ping.stdout
 
     helped = _echo_bench(plugin_site, "build", "--help", cwd=tmp_path)
-    assert "[jsonl|x_api|x_graphql|reddit|bluesky|collection|exploding|mastodon|wildcard]" in helped.stdout
+    assert (
+        "[jsonl|x_api|x_graphql|reddit|bluesky|twscrape|collection|exploding|mastodon|wildcard]"
+        in helped.stdout
+    )
     assert "Backends: openai, transformers, rules, echoback, faulty." in " ".join(helped.stdout.split())
 
 

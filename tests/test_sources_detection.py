@@ -110,7 +110,15 @@ def test_folder_format_on_a_file_and_file_format_on_a_collection_are_problems():
 
 def test_list_sources_names_every_builtin_adapter():
     infos = list_sources()
-    assert [i.name for i in infos] == ["bluesky", "collection", "jsonl", "reddit", "x_api", "x_graphql"]
+    assert [i.name for i in infos] == [
+        "bluesky",
+        "collection",
+        "jsonl",
+        "reddit",
+        "twscrape",
+        "x_api",
+        "x_graphql",
+    ]
     assert [i.name for i in infos if i.reads_folders] == ["collection"]
     assert all(i.description for i in infos)
 

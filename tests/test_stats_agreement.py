@@ -134,3 +134,59 @@ def test_sample_rank_agreement_pools_items_and_skips_failures():
     assert res.only_a == () and res.only_b == (("2", "A"), ("3", "A"))
     with pytest.raises(RecordError, match="more than one row"):
         sample_rank_agreement(pd.concat([judge, judge]), human)
+
+
+def test_bootstrap_pair_agreement_resamples_prompts():
+    from echo_builder.stats import bootstrap_pair_agreement
+
+    def table(outcomes, judge):
+        return pd.DataFrame(
+            {
+                "sample_id": [f"p{i // 2}" for i in range(len(outcomes))],  # two comparisons per prompt
+                "judge": judge,
+                "model_a": ["a", "a"] * (len(outcomes) // 2),
+                "model_b": ["b", "c"] * (len(outcomes) // 2),
+                "outcome": outcomes,
+            }
+        )
+
+    human = table([1.0, 1.0, 0.0, 0.0, 1.0, 0.5, 1.0, 1.0], "human")
+    judge = table([1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0], "j")  # agrees on p0, p1; half of p2; not p3
+    assert pair_agreement(judge, human).agreement == pytest.approx(5 / 8)
+    low, high = bootstrap_pair_agreement(judge, human, n_boot=2000, seed=1)
+    # a replicate's agreement is (sum of drawn prompts' agreeing comparisons) / (2 x 4): from 0 (p3 x 4) to 1
+    assert 0.0 <= low < 5 / 8 < high <= 1.0 and (low * 8) % 1 == 0 and (high * 8) % 1 == 0
+    assert bootstrap_pair_agreement(judge, human, n_boot=2000, seed=1) == (low, high)  # seeded
+    assert bootstrap_pair_agreement(judge, judge, n_boot=50) == (1.0, 1.0)
+    # without ties p2's tie is dropped; no shared comparison at all gives NaN
+    assert bootstrap_pair_agreement(judge, human, with_ties=False, n_boot=200)[1] == 1.0
+    other = table([1.0, 1.0], "h").assign(sample_id="elsewhere")
+    assert all(math.isnan(v) for v in bootstrap_pair_agreement(judge, other, n_boot=20))
+
+
+def test_bootstrap_rank_agreement_resamples_prompts():
+    from echo_builder.stats import bootstrap_rank_agreement
+
+    def ranked(order, judge, prompts=6):
+        """Every prompt compares each pair of models; the earlier model in ``order`` wins."""
+        rows = [
+            {"sample_id": f"p{i}", "judge": judge, "model_a": x, "model_b": y, "outcome": 1.0}
+            for i in range(prompts)
+            for k, x in enumerate(order)
+            for y in order[k + 1 :]
+        ]
+        return pd.DataFrame(rows)
+
+    human = ranked(["a", "b", "c"], "human")
+    same = bootstrap_rank_agreement(ranked(["a", "b", "c"], "j"), human, n_boot=100)
+    assert same == pytest.approx((1.0, 1.0))
+    assert bootstrap_rank_agreement(ranked(["c", "b", "a"], "j"), human, n_boot=100) == pytest.approx(
+        (-1.0, -1.0)
+    )
+    # a judge that agrees on half the prompts and reverses the rest: replicates spread over both signs
+    mixed = pd.concat([ranked(["a", "b", "c"], "j", 3), ranked(["c", "b", "a"], "j", 6).iloc[9:]])
+    low, high = bootstrap_rank_agreement(mixed, human, n_boot=400, seed=3)
+    assert -1.0 <= low < 0.0 < high <= 1.0
+    # one model in common: tau-b is undefined in every replicate
+    other = ranked(["a", "x"], "j")
+    assert all(math.isnan(v) for v in bootstrap_rank_agreement(other, human, n_boot=20))

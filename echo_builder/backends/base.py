@@ -202,7 +202,8 @@ class Reply(BaseModel):
         logprobs_status: ``not_requested``, ``ok`` or ``unavailable`` (requested but the server gave none).
         backend_id: ``<backend>:<model>`` that was called.
         model_snapshot: the exact model version that answered (server-reported name, fingerprint or weights hash).
-        latency_s: wall time of the successful attempt in seconds.
+        latency_s: wall time of the successful attempt in seconds; 0.0 for an answer from the Batch API
+            (:mod:`echo_builder.backends.batch`), which has no per-call wall time.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

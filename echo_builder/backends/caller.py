@@ -234,6 +234,8 @@ class ModelCaller:
         timeout_s: wall-clock limit of one attempt in seconds, finite, in (0, 86400].
         retry: the :class:`RetryPolicy`.
         seed: seed of the jitter random generator.
+        batch: run uncached calls of :meth:`acall_many` through the OpenAI Batch API
+            (:class:`~echo_builder.backends.batch.BatchSettings`; ``openai:`` backends only), ``None``: online.
 
     The backend's run-wide generation parameters (:attr:`Backend.generation_overrides`, e.g. from
     ``-o temperature=0.7``) replace those of every request before the cache lookup, and its
@@ -241,7 +243,8 @@ class ModelCaller:
     its own calls instead of being served another run's replies.
 
     Raises:
-        ConfigError: ``concurrency`` or ``timeout_s`` out of range (nan and inf included).
+        ConfigError: ``concurrency`` or ``timeout_s`` out of range (nan and inf included), or ``batch`` given
+            for a backend without a Batch API.
     """
 
     def __init__(
@@ -253,8 +256,14 @@ class ModelCaller:
         timeout_s: float = 120.0,
         retry: RetryPolicy | None = None,
         seed: int = 0,
+        batch: Any | None = None,
     ) -> None:
         check_call_limits(concurrency=concurrency, timeout_s=timeout_s)
+        if batch is not None:
+            from echo_builder.backends.batch import check_batchable
+
+            check_batchable(backend)
+        self.batch = batch
         self.backend = backend
         self.cache = cache
         self._halted: BaseException | None = None  # a storage failure: no further call is sent
@@ -477,7 +486,13 @@ class ModelCaller:
             bar.update(len(slots))
 
         try:
-            if self.backend.native_batching:
+            if self.batch is not None and todo:
+                from echo_builder.backends.batch import BatchRunner
+
+                done = await BatchRunner(self, self.batch).run([(k, r) for k, r, _ in todo])
+                for key, _, slots in todo:
+                    place(slots, done[key])
+            elif self.backend.native_batching:
                 for start in range(0, len(todo), self.concurrency):
                     chunk = todo[start : start + self.concurrency]
                     done = await self._run_batched([(r, k) for k, r, _ in chunk])
@@ -529,7 +544,12 @@ class ModelCaller:
         return await self._finish_structured(request, first, schema, reask)
 
     async def _finish_structured(
-        self, request: CallRequest, first: CallResult, schema: type[M], reask: bool
+        self,
+        request: CallRequest,
+        first: CallResult,
+        schema: type[M],
+        reask: bool,
+        second: CallResult | None = None,
     ) -> StructuredResult[M]:
         if first.reply is None:
             return StructuredResult("error", None, "", first.error, (first,))
@@ -550,7 +570,8 @@ class ModelCaller:
                 stage=request.stage,
                 prompt_version=request.prompt_version,
             )
-        second = await self.acall(follow_up)
+        if second is None:  # else answered already (in batch mode)
+            second = await self.acall(follow_up)
         if second.reply is None:
             return StructuredResult("error", None, first.reply.text, second.error, (first, second))
         try:
@@ -569,9 +590,38 @@ class ModelCaller:
     ) -> list[StructuredResult[M]]:
         """:meth:`acall_structured` for many requests: first answers in one concurrent pass, re-asks in a second."""
         firsts = await self.acall_many(requests, progress=progress)
+        seconds: dict[int, CallResult] = {}
+        if self.batch is not None and reask:  # the re-asks go into one batch too, not one call each
+            follow = {
+                i: self._reask_request(r, f, schema)
+                for i, (r, f) in enumerate(zip(requests, firsts, strict=True))
+            }
+            follow = {i: request for i, request in follow.items() if request is not None}
+            seconds = dict(zip(follow, await self.acall_many(list(follow.values())), strict=True))
         return await gather_all(
-            self._finish_structured(r, f, schema, reask) for r, f in zip(requests, firsts, strict=True)
+            self._finish_structured(r, f, schema, reask, seconds.get(i))
+            for i, (r, f) in enumerate(zip(requests, firsts, strict=True))
         )
+
+    @staticmethod
+    def _reask_request(request: CallRequest, first: CallResult, schema: type[M]) -> CallRequest | None:
+        """The re-ask :meth:`_finish_structured` sends after ``first``, or ``None`` when none is needed."""
+        if first.reply is None:
+            return None
+        try:
+            parse_structured(first.reply.text, schema)
+        except StructuredOutputError as exc:
+            return CallRequest(
+                messages=(
+                    *request.messages,
+                    Message("assistant", (TextPart(first.reply.text),)),
+                    Message("user", (TextPart(reask_message(exc.reason, schema)),)),
+                ),
+                params=request.params,
+                stage=request.stage,
+                prompt_version=request.prompt_version,
+            )
+        return None
 
     def call_structured_many(
         self,

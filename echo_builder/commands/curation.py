@@ -13,6 +13,7 @@ from echo_builder.commands.options import (
     Number,
     RegistryChoice,
     RegistryHelpOption,
+    batch_options,
     call_limit_options,
     parse_options,
     run_config_option,
@@ -23,8 +24,20 @@ from echo_builder.secrets import protect_logging, redact, register_secret
 __all__ = ["build", "publish"]
 
 
+class SourcePath(click.Path):
+    """A source argument: an existing file or folder, or an ``hf:<repo>[:config]`` dataset reference."""
+
+    def __init__(self) -> None:
+        super().__init__(exists=True)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.startswith("hf:"):
+            return value
+        return super().convert(value, param, ctx)
+
+
 @click.command()
-@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("sources", nargs=-1, required=True, type=SourcePath())
 @click.option(
     "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Build folder to write."
 )
@@ -56,6 +69,21 @@ __all__ = ["build", "publish"]
     "source_format",
     type=RegistryChoice("source"),
     help="Force a source format instead of auto-detection (plugin formats included; see 'echo-bench plugins').",
+)
+@click.option(
+    "--prefilter",
+    is_flag=True,
+    help="Read only the posts matching the keywords (and their time windows) and the threads around them, in two "
+    "streaming passes: memory bounded by the posts kept, not the size of the sources. For dumps of millions of "
+    "posts (a Reddit .zst archive); needs --keywords or --target-model.",
+)
+@click.option(
+    "--hf-columns",
+    "hf_columns",
+    metavar="FIELD=COLUMN,...",
+    help="For hf:<repo>[:config] sources (a datasets-loadable prompt collection): which column holds what, e.g. "
+    "prompt=text,id=uid,image=image_url. Fields: prompt (default: a prompt/text/caption/instruction column), id, "
+    "url, author, title, image, needs_input_image.",
 )
 @click.option(
     "--threshold",
@@ -197,6 +225,7 @@ __all__ = ["build", "publish"]
     metavar="URL",
     help="Send expansion requests to another API host (a proxy, or a test server).",
 )
+@batch_options
 @run_config_option
 def build(
     sources: tuple[str, ...],
@@ -209,6 +238,8 @@ def build(
     keywords_file: str | None,
     max_shard_size: int,
     source_format: str | None,
+    prefilter: bool,
+    hf_columns: str | None,
     threshold: int,
     concurrency: int,
     timeout_s: float,
@@ -231,8 +262,14 @@ def build(
     expand_max_requests: int,
     expand_archive: bool,
     expand_base_url: str | None,
+    batch: bool = False,
+    batch_retry: str = "online",
+    batch_poll_s: float = 30.0,
 ) -> None:
     """Curate posts from SOURCES (export files or folders) into benchmark samples.
+
+    SOURCES may be compressed (.zst, .gz, .bz2, .xz, read on the fly) and as large as the disk: use --prefilter for
+    dumps of millions of posts. hf:<repo>[:config] loads a datasets prompt collection (see --hf-columns).
 
     Stages: collect, query, relevance, expand (only with --expand), threads, extract, media, roles, templates, screenshots, tier,
     applicability, safety (only with --nsfw-check), and any installed plugin stage in its declared place. Writes OUT/stages/*.jsonl, OUT/report.json and the dataset itself: OUT/<config>/*.parquet
@@ -240,6 +277,7 @@ def build(
     """
     from echo_builder.pipeline import BuildConfig
     from echo_builder.pipeline import build as run_build
+    from echo_builder.sources.hf import parse_hf_columns
 
     if allow_private_media:
         click.echo(
@@ -263,6 +301,8 @@ def build(
         keywords_file=keywords_file,
         max_shard_bytes=max_shard_size,
         source_format=source_format,
+        prefilter=prefilter,
+        hf_columns=parse_hf_columns(hf_columns),
         relevance_threshold=threshold,
         concurrency=concurrency,
         timeout_s=timeout_s,
@@ -287,6 +327,9 @@ def build(
             **({"archive": True} if expand_archive else {}),
             **({"base_url": expand_base_url} if expand_base_url else {}),
         },
+        batch=batch,
+        batch_retry=batch_retry,
+        batch_poll_s=batch_poll_s,
     )
     if not expand and (expand_archive or expand_base_url):
         raise click.UsageError("--expand-archive and --expand-base-url need --expand")
@@ -304,6 +347,7 @@ def build(
     result = run_build(config, on_stage=show)
     _record_run_config(result.out_dir)
     stages = {entry["name"]: entry for entry in result.report["stages"]}
+    _show_source_problems(stages["collect"], result.out_dir)
     configs = stages["applicability"]["configs"]
     click.echo(
         f"\nsamples: {stages['extract']['out']} extracted; configs: "
@@ -330,6 +374,33 @@ def build(
             err=True,
         )
         sys.exit(1)
+
+
+def _show_source_problems(collect: dict[str, Any], out: Any) -> None:
+    """After the stage table: every source file with errors (count and first reason) and every file of a given
+    folder that was not read, on stderr; the build goes on with the good files, so this is the place a user sees
+    that part of the input was lost."""
+    bad = collect.get("files_with_errors") or []
+    skipped = collect.get("skipped_files") or []
+    if bad:
+        click.echo(
+            f"\nwarning: {len(bad)} of {collect.get('files', len(bad))} source files had errors (records or the "
+            f"whole file skipped; all in {out}/stages/collect_problems.jsonl):",
+            err=True,
+        )
+        for entry in bad[:20]:
+            click.echo(f"  {entry['file']}: {entry['errors']} error(s); first: {entry['first']}", err=True)
+        if len(bad) > 20:
+            click.echo(f"  ... and {len(bad) - 20} more files", err=True)
+    if skipped:
+        shown = ", ".join(map(str, skipped[:10])) + (
+            f" and {len(skipped) - 10} more" if len(skipped) > 10 else ""
+        )
+        click.echo(
+            f"note: {len(skipped)} file(s) in the given folders are not a source format and were not read "
+            f"(.json, .jsonl, .ndjson, optionally .zst/.gz/.bz2/.xz): {shown}",
+            err=True,
+        )
 
 
 def _record_run_config(out: Any) -> None:

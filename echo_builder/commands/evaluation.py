@@ -17,12 +17,13 @@ from echo_builder.commands.options import (
     MAX_SEED,
     Number,
     backend_options,
+    batch_options,
     call_limit_options,
     run_config_option,
     run_config_record,
 )
 
-__all__ = ["agreement", "judge", "leaderboard", "metrics", "publish_metrics"]
+__all__ = ["agreement", "export_pairs", "judge", "leaderboard", "metrics", "publish_metrics"]
 
 
 @click.command()
@@ -84,6 +85,7 @@ __all__ = ["agreement", "judge", "leaderboard", "metrics", "publish_metrics"]
     help="Judge prompt file (YAML) replacing the built-in prompt of --mode, e.g. to reproduce ECHO's released "
     "protocol; see docs/reproducing-echo.md.",
 )
+@batch_options
 @run_config_option
 def judge(
     benchmark: str,
@@ -101,6 +103,9 @@ def judge(
     probability_scale: str,
     limit: int | None,
     judge_prompt: str | None,
+    batch: bool = False,
+    batch_retry: str = "online",
+    batch_poll_s: float = 30.0,
 ) -> None:
     """Judge model outputs on a benchmark config with one or more VLM judges.
 
@@ -125,6 +130,9 @@ def judge(
         probability_scale=probability_scale,  # type: ignore[arg-type]
         judge_prompt=judge_prompt,
         run_config=run_config_record(),
+        batch=batch,
+        batch_retry=batch_retry,  # type: ignore[arg-type]
+        batch_poll_s=batch_poll_s,
     )
     s = result.summary
     if not s:  # a non-main accelerate process: rank 0 reports
@@ -252,6 +260,7 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
 @click.option(
     "--format", "table_format", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True
 )
+@batch_options
 @run_config_option
 def metrics(
     benchmark: str,
@@ -264,6 +273,9 @@ def metrics(
     judge_prompt: str | None,
     table_format: str,
     metric_names: tuple[str, ...] = (),
+    batch: bool = False,
+    batch_retry: str = "online",
+    batch_poll_s: float = 30.0,
     **metric_options: Any,
 ) -> None:
     """Compute the community-driven metrics (every metric of the registry, listed below with what it needs;
@@ -298,6 +310,16 @@ def metrics(
     }
     if judge_prompt is not None:
         run_options["judge_prompt"] = loaded
+    if batch:  # the judge metrics (text_rendering) send their uncached calls through the Batch API
+        from echo_builder.backends.batch import batch_settings
+        from echo_builder.errors import ConfigError
+
+        if not judges:
+            raise ConfigError(
+                "--batch sends the judge metrics' calls through the Batch API; give --judge openai:<model>"
+            )
+
+        run_options["batch"] = batch_settings(out_dir, retry=batch_retry, poll_s=batch_poll_s)  # type: ignore[arg-type]
     result = run_metrics(
         benchmark,
         config_name,
@@ -527,6 +549,13 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     help="task[=ANALYSIS_DIR]: win rates per task label (echo-bench analyze's labels, default the rules labeller); "
     "metrics=METRICS_DIR: win rates beside the community metrics, one row per model. RUN only; repeatable.",
 )
+@click.option(
+    "--human",
+    "human_votes",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Human pairwise votes (sample_id, model_a, model_b, winner) for the validity card's agreement section; "
+    "RUN only.",
+)
 def leaderboard(
     run: str | None,
     votes: str | None,
@@ -544,11 +573,15 @@ def leaderboard(
     private: bool,
     token_env: str | None,
     by: tuple[str, ...] = (),
+    human_votes: str | None = None,
 ) -> None:
     """Rank models from a judge RUN folder, per-sample --ratings, or human pairwise --votes.
 
     Win rates with 95% intervals (bootstrap over prompts by default), Bradley-Terry ratings (Elo scale) with
-    intervals, and judge failures and missing outputs beside each model.
+    intervals, and judge failures and missing outputs beside each model. For a RUN, also writes its validity
+    card, RUN/validity.json and RUN/validity.md (judge snapshots, prompt versions, temperature, failure, refusal
+    and position-bias rates, agreement with --human votes, Bradley-Terry regularisation, comparison groups); see
+    docs/judging.md.
     """
 
     from echo_builder.judge.leaderboard import (
@@ -559,6 +592,8 @@ def leaderboard(
 
     if sum(bool(x) for x in (run, votes, ratings, example)) != 1:
         raise click.UsageError("give exactly one of RUN, --votes FILE or --example, or --ratings FILE")
+    if human_votes and (not run or by):
+        raise click.UsageError("--human applies to a judge RUN's leaderboard (its validity card) only")
     if by:
         from echo_builder.judge.by_task import print_by
 
@@ -615,13 +650,43 @@ def leaderboard(
         from echo_dataset.safe_io import check_inside
 
         check_inside(run, plots)  # type: ignore[arg-type]
+    validity = None
+    if run:  # computed before anything is printed or written: bad --human votes fail with one error line
+        validity = _validity(board, run, human_votes, seed=seed)
     _print_table(board, fmt)
     if plots is not None:
         written = board.write_plots(plots)
         if fmt == "table":
             click.echo("\nplots: " + ", ".join(str(p) for p in written))
+    if run and validity is not None:
+        from echo_builder.judge.validity import write_validity
+
+        cards = write_validity(run, validity)
+        if fmt == "table":
+            click.echo("validity card: " + ", ".join(str(p) for p in cards))
     if push_repo:
-        _push_results(board, run, ratings, push_repo, private=private, token=token, fmt=fmt)
+        _push_results(
+            board, run, ratings, push_repo, private=private, token=token, fmt=fmt, validity=validity
+        )
+
+
+def _validity(board: Any, run: str, human_votes: str | None, *, seed: int) -> dict[str, Any]:
+    """The validity card of a judge RUN's leaderboard (:func:`echo_builder.judge.validity.validity_report`)."""
+    from echo_builder.judge.results import read_run_meta
+    from echo_builder.judge.validity import VALIDITY_JSON, VALIDITY_MD, validity_report
+    from echo_builder.judge.verdicts_file import read_verdicts
+    from echo_dataset.safe_io import check_inside
+
+    for name in (VALIDITY_JSON, VALIDITY_MD):
+        check_inside(run, Path(run) / name)
+    return validity_report(
+        read_verdicts(run),
+        board,
+        run_meta=read_run_meta(run),
+        run_dir=run,
+        human_votes=human_votes,
+        seed=seed,
+    )
 
 
 def _push_token(repo: str | None, private: bool, token_env: str | None, *, has_verdicts: bool) -> str | None:
@@ -663,7 +728,15 @@ def _push_token(repo: str | None, private: bool, token_env: str | None, *, has_v
 
 
 def _push_results(
-    board: Any, run: str | None, ratings: str | None, repo: str, *, private: bool, token: str | None, fmt: str
+    board: Any,
+    run: str | None,
+    ratings: str | None,
+    repo: str,
+    *,
+    private: bool,
+    token: str | None,
+    fmt: str,
+    validity: dict[str, Any] | None = None,
 ) -> None:
     """Stage the results dataset in a temporary folder and upload it (``leaderboard --push-to-hub``)."""
     import tempfile
@@ -681,7 +754,7 @@ def _push_results(
         verdicts, run_meta = read_ratings_csv(ratings), None
     with tempfile.TemporaryDirectory(prefix="echo-results-") as staging:
         folder = write_results_folder(
-            board, verdicts, Path(staging) / "results", run_meta=run_meta, repo_id=repo
+            board, verdicts, Path(staging) / "results", run_meta=run_meta, repo_id=repo, validity=validity
         )
         result = push_results(folder, repo, token=token, private=private)
     click.echo(
@@ -733,10 +806,10 @@ def agreement(
     seed: int,
     fmt: str,
 ) -> None:
-    """Agreement of a judge RUN with --human votes (pair agreement with and without ties, Kendall tau-b of the
-    model rankings, Kendall's W among the judges), or of two metrics per sample: --metrics DIR --between A B
-    (Kendall tau-b and Spearman rho with 95% bootstrap intervals over samples, pooled and per model, and the
-    pairs dropped as NaN by reason)."""
+    """Agreement of a judge RUN with --human votes (pair agreement with and without ties, with 95% bootstrap
+    intervals over prompts, Kendall tau-b of the model rankings, Kendall's W among the judges), or of two metrics
+    per sample: --metrics DIR --between A B (Kendall tau-b and Spearman rho with 95% bootstrap intervals over
+    samples, pooled and per model, and the pairs dropped as NaN by reason)."""
     if metrics_dirs or between:
         if run or human:
             raise click.UsageError("give RUN --human FILE, or --metrics DIR --between A B, not both")
@@ -753,11 +826,14 @@ def agreement(
         click.echo(_strict_json(report))
         return
     click.echo(
-        f"{'judge':<40} {'pairs':>6} {'agree (ties)':>12} {'agree (no ties)':>15} {'tau-b':>7} {'p':>7}"
+        f"{'judge':<40} {'pairs':>6} {'agree (ties)':>12} {'95% CI':<16} {'agree (no ties)':>15} {'tau-b':>7} "
+        f"{'p':>7}"
     )
     for row in report["judges"]:
+        low, high = row["pair_agreement_ci_low"], row["pair_agreement_ci_high"]
+        interval = f"[{low:.3f}, {high:.3f}]" if low == low and high == high else "n/a"  # NaN: nothing shared
         click.echo(
-            f"{row['judge']:<40} {row['n_pairs']:>6} {row['pair_agreement']:>12.3f} "
+            f"{row['judge']:<40} {row['n_pairs']:>6} {row['pair_agreement']:>12.3f} {interval:<16} "
             f"{row['pair_agreement_no_ties']:>15.3f} {row['tau_b']:>7.3f} {row['tau_p']:>7.3f}"
         )
         if row["tau_reason"]:
@@ -818,6 +894,63 @@ def _metric_agreement(
             "\nnote: one metric is higher-is-better and the other lower-is-better, so agreement shows as a "
             "negative correlation"
         )
+
+
+@click.command("export-pairs")
+@click.argument("run", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Export folder to write."
+)
+@click.option("--benchmark", help="Benchmark folder or Hub id (default: the one RUN/run.json records).")
+@click.option("--config", "config_name", help="Config (default: the one RUN/run.json records).")
+@click.option(
+    "--outputs",
+    type=click.Path(file_okay=False),
+    help="Model outputs folder <model>/<sample_id>.png (default: the one RUN/run.json records).",
+)
+@click.option(
+    "--human",
+    "human_votes",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Human pairwise votes with sample_id, model_a, model_b, winner: exported as source 'human'.",
+)
+@click.option("--link", is_flag=True, help="Hard-link output images instead of copying them.")
+def export_pairs(
+    run: str,
+    out_dir: str,
+    benchmark: str | None,
+    config_name: str | None,
+    outputs: str | None,
+    human_votes: str | None,
+    link: bool,
+) -> None:
+    """Export preference pairs for training a judge: OUT/pairs.jsonl (prompt, input images, image A, image B,
+    preferred a/b/tie, chosen/rejected, source judge_majority or human, vote counts) plus OUT/images/ and
+    OUT/README.md (the layout; loads with datasets.load_dataset("json", ...)). A pair whose image is missing is
+    listed in OUT/skipped.jsonl and left out. Community votes are not a source yet."""
+    from echo_builder.judge.pairs import PAIRS_FILE, SKIPPED_FILE
+    from echo_builder.judge.pairs import export_pairs as run_export
+
+    result = run_export(
+        run,
+        out_dir,
+        benchmark=benchmark,
+        outputs=outputs,
+        config=config_name,
+        human_votes=human_votes,
+        link=link,
+    )
+    counts = ", ".join(f"{source} {n}" for source, n in result.n_pairs.items())
+    click.echo(f"wrote {result.out_dir / PAIRS_FILE}: pairs per source: {counts}; {result.n_images} images")
+    click.echo("community votes: not a source yet (no community vote data is collected)")
+    if result.skipped:
+        click.echo(
+            f"skipped {len(result.skipped)} pair(s), listed in {result.out_dir / SKIPPED_FILE}:", err=True
+        )
+        for item in result.skipped[:10]:
+            click.echo(f"  {item['id']}: {item['reason']}", err=True)
+        if len(result.skipped) > 10:
+            click.echo(f"  ... and {len(result.skipped) - 10} more", err=True)
 
 
 @click.command("publish-metrics")

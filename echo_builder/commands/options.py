@@ -28,6 +28,7 @@ __all__ = [
     "RegistryChoice",
     "RegistryHelpOption",
     "backend_options",
+    "batch_options",
     "call_limit_options",
     "parse_options",
     "read_run_config",
@@ -207,6 +208,36 @@ def call_limit_options(function: F) -> F:
         show_default=True,
         type=Number(float, 0, MAX_TIMEOUT_S, low_open=True, unit="seconds"),
         help=f"Seconds per model-call attempt, in (0, {MAX_TIMEOUT_S:g}].",
+    )(function)
+
+
+def batch_options(function: F) -> F:
+    """``--batch`` (flag), ``--batch-retry`` (``online``, ``batch`` or ``none``) and ``--batch-poll`` (``batch_poll_s``,
+    seconds before the first status check): the OpenAI Batch API mode of :mod:`echo_builder.backends.batch`."""
+    function = click.option(
+        "--batch-poll",
+        "batch_poll_s",
+        default=30.0,
+        show_default=True,
+        type=Number(float, 1, 3600, unit="seconds"),
+        help="--batch: seconds before the first status check of a batch, doubled after each check up to 10 "
+        "minutes (or this value when larger).",
+    )(function)
+    function = click.option(
+        "--batch-retry",
+        type=click.Choice(["online", "batch", "none"]),
+        default="online",
+        show_default=True,
+        help="--batch: calls a batch answered with 429/5xx or left unanswered (expired, cancelled) are sent again "
+        "online, in one follow-up batch, or not at all (recorded failures).",
+    )(function)
+    return click.option(
+        "--batch",
+        "batch",
+        is_flag=True,
+        help="Send the model calls the cache cannot answer through the OpenAI Batch API (openai: backends only; "
+        "about half the price, answered within 24 h). Batch ids are checkpointed in OUT/batches: a killed run "
+        "picks up the batch in flight instead of submitting it again. See docs/backends.md.",
     )(function)
 
 

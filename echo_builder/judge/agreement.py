@@ -38,15 +38,23 @@ def _per_judge_comparisons(run_dir: str | Path) -> pd.DataFrame:
     return pseudo_pairwise(verdict_ratings(verdicts))
 
 
-def judge_human_agreement(run_dir: str | Path, human_votes: str | Path) -> dict[str, Any]:
+def judge_human_agreement(
+    run_dir: str | Path, human_votes: str | Path, *, n_boot: int = 1000, seed: int = 0
+) -> dict[str, Any]:
     """Agreement report of every judge (and their majority) in ``run_dir`` with the votes in ``human_votes``.
 
     The votes need a ``sample_id`` column naming the benchmark sample each vote is about. Returns a dict with
-    ``judges`` (one row per judge: ``n_pairs``, ``pair_agreement``, ``pair_agreement_no_ties`` in [0, 1],
-    ``tau_b`` in [-1, 1] with ``tau_p`` and ``tau_reason``) and ``kendalls_w`` among the judges.
+    ``judges`` (one row per judge: ``n_pairs``, ``pair_agreement``, ``pair_agreement_no_ties`` in [0, 1], each with
+    a 95% percentile bootstrap interval over prompts (``pair_agreement_ci_low``/``_ci_high``,
+    ``pair_agreement_no_ties_ci_low``/``_ci_high``; ``n_boot`` replicates, seeded with ``seed``; NaN when no
+    comparison is shared), ``tau_b`` in [-1, 1] with ``tau_p``, ``tau_reason`` and a 95% bootstrap interval over
+    prompts (``tau_ci_low``/``tau_ci_high``, :func:`echo_builder.stats.bootstrap_rank_agreement`; NaN when no
+    replicate defines tau-b)) and ``kendalls_w`` among the judges.
     Raises :class:`ConfigError` when the votes have no ``sample_id`` column or share no comparison with the run.
     """
     from echo_builder.stats import (
+        bootstrap_pair_agreement,
+        bootstrap_rank_agreement,
         kendalls_w,
         load_votes,
         majority_vote,
@@ -73,13 +81,22 @@ def judge_human_agreement(run_dir: str | Path, human_votes: str | Path) -> dict[
         with_ties = pair_agreement(table, human, with_ties=True)
         without = pair_agreement(table, human, with_ties=False)
         tau = model_rank_agreement(win_rates(table).set_index("model")["win_rate"], human_rates)
+        low, high = bootstrap_pair_agreement(table, human, with_ties=True, n_boot=n_boot, seed=seed)
+        low_nt, high_nt = bootstrap_pair_agreement(table, human, with_ties=False, n_boot=n_boot, seed=seed)
+        tau_low, tau_high = bootstrap_rank_agreement(table, human, n_boot=n_boot, seed=seed)
         rows.append(
             {
                 "judge": name,
                 "n_pairs": with_ties.n_pairs,
                 "pair_agreement": with_ties.agreement,
+                "pair_agreement_ci_low": low,
+                "pair_agreement_ci_high": high,
                 "pair_agreement_no_ties": without.agreement,
+                "pair_agreement_no_ties_ci_low": low_nt,
+                "pair_agreement_no_ties_ci_high": high_nt,
                 "tau_b": tau.tau,
+                "tau_ci_low": tau_low,
+                "tau_ci_high": tau_high,
                 "tau_p": tau.p_value,
                 "tau_reason": tau.reason,
                 "n_models": tau.n,

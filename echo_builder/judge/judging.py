@@ -359,8 +359,8 @@ class Judge:
         template = self._use(PROBABILITY_DIGITS if scale == "digits" else PROBABILITY_TRIG)
         candidates = [str(d) for d in range(1, 10)] if scale == "digits" else list(_TRIG_VALUES)
         params = self._params(template).model_copy(update={"max_tokens": 1})
-
-        async def one(item: JudgeItem) -> Verdict:
+        prepared: list[tuple[dict[str, Any], CallRequest | Verdict]] = []
+        for item in items:
             base = {
                 **self._base(item, template, "probability"),
                 "model": item.model,
@@ -368,16 +368,34 @@ class Judge:
             }
             output = self._output_part(item)
             if isinstance(output, str):
-                return Verdict(**base, status="missing_output", error=output)
+                prepared.append((base, Verdict(**base, status="missing_output", error=output)))
+                continue
             try:
-                request = CallRequest(
-                    self._messages(template, item, [output]),
-                    params,
-                    stage="judge-prob",
-                    prompt_version=template.version,
-                )
+                messages = self._messages(template, item, [output])
+            except ImageError as exc:
+                prepared.append((base, Verdict(**base, status="error", error=str(exc))))
+                continue
+            prepared.append(
+                (base, CallRequest(messages, params, stage="judge-prob", prompt_version=template.version))
+            )
+        failed: dict[int, str] = {}
+        # in batch mode, one Batch API job answers every call: the per-call path below then hits the cache
+        if getattr(self.caller, "batch", None) is not None:
+            from echo_builder.backends.batch import prefetch_candidates
+
+            slots = [i for i, (_, r) in enumerate(prepared) if isinstance(r, CallRequest)]
+            requests = [r for _, r in prepared if isinstance(r, CallRequest)]
+            errors = await prefetch_candidates(self.caller, requests, candidates)
+            failed = {i: e for i, e in zip(slots, errors, strict=True) if e is not None}
+
+        async def one(i: int, base: dict[str, Any], request: CallRequest | Verdict) -> Verdict:
+            if isinstance(request, Verdict):
+                return request
+            if i in failed:
+                return Verdict(**base, status="error", error=failed[i])
+            try:
                 scores = await self.caller.acandidate_probabilities(request, candidates)
-            except (BackendError, ImageError) as exc:
+            except BackendError as exc:
                 return Verdict(**base, status="error", error=str(exc))
             probs = scores.probabilities
             if scale == "digits":
@@ -389,7 +407,8 @@ class Judge:
                 **base, rating=rating, confidence=min(1.0, confidence), judge_snapshot=scores.model_snapshot
             )
 
-        return await gather_all(one(item) for item in items)  # a failed cache write drops no other reply
+        # a failed cache write drops no other reply
+        return await gather_all(one(i, base, request) for i, (base, request) in enumerate(prepared))
 
     def probability(
         self, items: Sequence[JudgeItem], *, scale: Literal["digits", "trig"] = "digits"

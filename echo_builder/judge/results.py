@@ -350,7 +350,12 @@ def _yaml_str(text: str) -> str:
 
 
 def _card(
-    board: Leaderboard, verdicts: Sequence[Verdict], run_meta: Mapping[str, Any] | None, repo_id: str | None
+    board: Leaderboard,
+    verdicts: Sequence[Verdict],
+    run_meta: Mapping[str, Any] | None,
+    repo_id: str | None,
+    *,
+    validity: bool = False,
 ) -> str:
     from echo_builder import __version__
 
@@ -378,6 +383,13 @@ def _card(
         "[arXiv 2510.15021](https://arxiv.org/abs/2510.15021)): the `results` config has one row per model, the "
         "`details` config one row per judge verdict (failures and missing outputs included), `run.json` the run's "
         "metadata."
+        + (
+            " `validity.md` (and `validity.json`) is the validity card: judge snapshots, prompt versions, temperature, "
+            "failure, refusal and position-bias rates, agreement with humans when measured, Bradley-Terry "
+            "regularisation, comparison groups, and what was not measured."
+            if validity
+            else ""
+        )
     )
     lines += ["", "| | |", "|:---|:---|"]
     for label, value in (
@@ -436,10 +448,13 @@ def write_results_folder(
     *,
     run_meta: Mapping[str, Any] | None = None,
     repo_id: str | None = None,
+    validity: Mapping[str, Any] | None = None,
 ) -> Path:
     """Stage a results dataset in ``folder`` (new or empty): ``results/`` and ``details/`` (one Parquet shard each,
-    split :data:`RESULTS_SPLIT`), ``run.json`` (when ``run_meta`` is given) and ``README.md`` (the card, whose YAML
-    declares the two configs). ``repo_id`` only fills the card's loading example.
+    split :data:`RESULTS_SPLIT`), ``run.json`` (when ``run_meta`` is given), ``validity.json`` and ``validity.md``
+    (when ``validity``, a :func:`echo_builder.judge.validity.validity_report`, is given; local paths reduced to
+    their last component) and ``README.md`` (the card, whose YAML declares the two configs). ``repo_id`` only
+    fills the card's loading example.
 
     Returns:
         ``folder``; ``datasets.load_dataset(str(folder), "results")`` reads it.
@@ -467,7 +482,13 @@ def write_results_folder(
             pq.write_table(table, f)
     if run_meta is not None:
         write_json(root, root / RUN_FILE, _public(dict(run_meta)), sort_keys=True)
-    write_text(root, root / "README.md", _card(board, verdicts, run_meta, repo_id))
+    if validity is not None:
+        from echo_builder.judge.validity import write_validity
+
+        write_validity(root, _public(dict(validity)))
+    write_text(
+        root, root / "README.md", _card(board, verdicts, run_meta, repo_id, validity=validity is not None)
+    )
     return root
 
 
@@ -504,8 +525,9 @@ def push_results(
     missing = [f for f in files if not (root / f).is_file() or (root / f).is_symlink()]
     if missing:
         raise InvalidHubFolderError(f"{root}: not a results folder: missing {', '.join(missing)}")
-    if (root / "run.json").is_file():
-        files.append("run.json")
+    for optional in ("run.json", "validity.json", "validity.md"):
+        if (root / optional).is_file() and not (root / optional).is_symlink():
+            files.append(optional)
     if api is None:
         resolved = _token(token)
         if not resolved:

@@ -6,8 +6,9 @@ sample in one model folder are an error. Layout written under ``--out RUN``:
 
 - ``verdicts.parquet``: one :class:`~echo_builder.records.Verdict` row per judgment (single: sample x model x
   judge; pairwise: sample x model pair x order x judge), including failures and missing outputs;
-- ``run.json``: what was judged and how (package version, benchmark, config, models, judges with the model
-  snapshots they reported, prompt versions, counts per status, cache hits);
+- ``run.json``: what was judged and how (package version, benchmark, config, the outputs folder, models, judges
+  with the model snapshots they reported and their reply-changing settings, prompt versions and the prompt's
+  temperature, counts per status, cache hits);
 - ``cache/``: the call cache (unless another is given), so a rerun or a resumed run repeats no call.
 """
 
@@ -169,6 +170,9 @@ def run_judging(
     probability_scale: Literal["digits", "trig"] = "digits",
     judge_prompt: str | Path | JudgePrompt | None = None,
     run_config: dict[str, Any] | None = None,
+    batch: bool = False,
+    batch_retry: Literal["online", "batch", "none"] = "online",
+    batch_poll_s: float = 30.0,
 ) -> JudgeRunResult:
     """Judge every (sample, model) of ``config`` with every judge spec and write the run folder.
 
@@ -188,9 +192,16 @@ def run_judging(
         run_config: the ``--run-config`` file the command read (path, SHA-256, its values and the keys the
             command line overrode; :func:`echo_builder.commands.options.run_config_record`), kept in ``run.json``
             under ``run_config`` when given.
+        batch: send the calls the cache cannot answer through the OpenAI Batch API (``openai:`` judges, every
+            mode; :mod:`echo_builder.backends.batch`), checkpointing batch ids in ``RUN/batches``.
+            The verdicts equal an online run's for the same replies, except ``latency_s``, which is 0.0 for a
+            call answered in a batch (a batch has no per-call wall time).
+        batch_retry: ``online``, ``batch`` or ``none``: what happens to lines a batch failed transiently.
+        batch_poll_s: seconds before the first status check of a batch (then doubling up to 10 minutes).
 
     Raises:
-        ConfigError: no judges, no models, unknown mode, unreadable outputs, or a bad or unfitting prompt file.
+        ConfigError: no judges, no models, unknown mode, unreadable outputs, or a bad or unfitting prompt file;
+            ``batch`` with a judge that has no Batch API.
     """
     from echo_dataset.loading import read_config
 
@@ -235,12 +246,19 @@ def run_judging(
     # limits and backends are checked first: a bad number, spec, option or missing key fails before anything is written
     check_call_limits(concurrency=concurrency, timeout_s=timeout_s, max_attempts=max_attempts)
     backends = {spec: create_backend(spec, **(judge_options or {}).get(spec, {})) for spec in judges}
+    batching = None
+    if batch:
+        from echo_builder.backends.batch import batch_settings, check_batchable
+
+        for backend in backends.values():
+            check_batchable(backend)
+        batching = batch_settings(out, retry=batch_retry, poll_s=batch_poll_s)
     # RUN is new or empty, or an earlier judge run (a rerun resumes it from the cache); never a folder of other
     # files, and no path written below it may be a symbolic link
     claim_output(
         out, "judge", signatures=((RUN_FILE, VERDICTS_FILE), "cache/calls.sqlite"), what="judge run folder"
     )
-    for name in (RUN_FILE, VERDICTS_FILE, "cache", "plots"):
+    for name in (RUN_FILE, VERDICTS_FILE, "cache", "plots", "batches"):
         check_inside(out, out / name)
     mark_output(out, "judge")
     cache = CallCache(cache_dir or out / "cache", root=None if cache_dir else out)
@@ -260,6 +278,7 @@ def run_judging(
                 concurrency=concurrency,
                 timeout_s=timeout_s,
                 retry=RetryPolicy(max_attempts=max_attempts),
+                batch=batching,
             )
             judge = Judge(caller, prompts={prompt.answer: prompt})
             label = f"judging with {spec}" if progress else None
@@ -302,6 +321,9 @@ def run_judging(
         "mode": mode,
         "prompt_version": prompt.version,
         "judge_prompt": prompt.identity(),
+        # the prompt file's sampling temperature; a judge's `-o temperature=` (judges[].settings) wins over it
+        "prompt_temperature": prompt.temperature,
+        "outputs": str(outputs_dir),
         "n_samples": len(samples),
         "models": sorted(outputs),
         # no file, or a file that cannot be decoded: both are missing outputs, counted once per sample
@@ -326,6 +348,8 @@ def run_judging(
     }
     if run_config is not None:
         summary["run_config"] = run_config
+    if batching is not None:
+        summary["batch"] = {"retry": batch_retry, "checkpoints": "batches"}
     write_text(out, out / RUN_FILE, redact(json.dumps(summary, indent=2, sort_keys=True)) + "\n")
     # (outputs matching no sample were warned about before any call: check_output_matches; run.json counts them)
     return JudgeRunResult(out, verdicts, summary)

@@ -6,6 +6,7 @@ One adapter per input format, each in its own module and registered by name:
 - ``x_graphql``: X web GraphQL responses (conversations, searches, timelines), :mod:`echo_builder.sources.x_graphql`
 - ``reddit``: Reddit NDJSON dumps and API listings, :mod:`echo_builder.sources.reddit`
 - ``bluesky``: Bluesky ``getPostThread`` threads (and post lists, feeds), :mod:`echo_builder.sources.bluesky`
+- ``twscrape``: twscrape's ``Tweet`` model as JSON Lines, :mod:`echo_builder.sources.twscrape`
 - ``collection``: community prompt collections (``cases/<n>/case.yml``), :mod:`echo_builder.sources.collection`
 - ``jsonl``: JSON Lines of ``Post`` (this package's own format), :mod:`echo_builder.sources.jsonl`
 
@@ -17,7 +18,9 @@ Typical use::
     report.problems   # RecordProblem(file, location, reason, level) for skipped records and notes
     print(report.summary())
 
-Formats are detected from the content (the first record of a file; a folder with ``cases/`` is a collection);
+Files may be compressed (``.zst``, ``.gz``, ``.bz2``, ``.xz``: decompressed on the fly, :mod:`.streams`), and
+JSON Lines and large top-level lists are streamed record by record; ``build --prefilter`` reads only the posts
+matching the keywords and their threads (:mod:`.prefilter`). Formats are detected from the content (the first record of a file; a folder with ``cases/`` is a collection);
 ``format=`` forces one. Bad records never raise: they are reported and skipped. A new format is one module with
 a :class:`SourceAdapter` subclass decorated with :func:`register_source`, imported here (the import order is the
 detection order). A separate package adds one through the ``echo_bench.sources`` entry-point group
@@ -45,6 +48,7 @@ from echo_builder.sources.x_api import XApiSource  # isort: skip
 from echo_builder.sources.x_graphql import XGraphqlSource  # isort: skip
 from echo_builder.sources.reddit import RedditSource  # isort: skip
 from echo_builder.sources.bluesky import BlueskySource  # isort: skip
+from echo_builder.sources.twscrape import TwscrapeSource  # isort: skip
 from echo_builder.sources.collection import CollectionSource  # isort: skip
 from echo_builder.sources.reader import (  # isort: skip
     FileSummary,
@@ -66,6 +70,7 @@ __all__ = [
     "SourceAdapter",
     "SourceInfo",
     "SourceReport",
+    "TwscrapeSource",
     "XApiSource",
     "XGraphqlSource",
     "detect_format",

@@ -26,6 +26,8 @@ __all__ = [
     "RankAgreement",
     "RankCorrelation",
     "TauResult",
+    "bootstrap_pair_agreement",
+    "bootstrap_rank_agreement",
     "kendall_tau_b",
     "kendalls_w",
     "model_rank_agreement",
@@ -158,6 +160,117 @@ def pair_agreement(judge_outcomes, human_outcomes, *, with_ties: bool = True) ->
     if len(jv) == 0:
         return PairAgreement(np.nan, 0, "no comparisons in common" + ("" if with_ties else " without ties"))
     return PairAgreement(float(np.mean(jv == hv)), len(jv), None)
+
+
+def bootstrap_pair_agreement(
+    judge_outcomes: pd.DataFrame,
+    human_outcomes: pd.DataFrame,
+    *,
+    with_ties: bool = True,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of :func:`pair_agreement`, resampling prompts (``sample_id``).
+
+    Comparisons on one prompt share it, so whole prompts are drawn with replacement (as
+    :func:`echo_builder.stats.bootstrap_win_rates` does) and the agreement recomputed over the comparisons both
+    sides rated on the drawn prompts.
+
+    Args:
+        judge_outcomes, human_outcomes: Comparisons tables as for :func:`pair_agreement` (one row per comparison).
+        with_ties: as :func:`pair_agreement` (False: comparisons where either side called a tie are left out).
+        n_boot: replicates (>= 1); seed: ``numpy.random.default_rng`` seed; ci: central coverage in (0, 1).
+
+    Returns:
+        ``(low, high)`` in [0, 1]; ``(nan, nan)`` when no comparison is shared (a replicate that draws none of the
+        shared prompts' comparisons is left out).
+
+    Raises:
+        RecordError: as :func:`pair_agreement`. ConfigError: ``n_boot`` < 1 or ``ci`` outside (0, 1).
+    """
+    from echo_builder.stats.bootstrap import bootstrap_counts, check_bootstrap_args
+
+    check_bootstrap_args(n_boot, ci)
+    j = _outcomes_by_key(judge_outcomes, "judge_outcomes")
+    h = _outcomes_by_key(human_outcomes, "human_outcomes")
+    joined = pd.concat([j.rename("j"), h.rename("h")], axis=1, join="inner").reset_index()
+    if not with_ties:
+        joined = joined[(joined["j"] != 0.5) & (joined["h"] != 0.5)]
+    if joined.empty:
+        return (np.nan, np.nan)
+    per_prompt = (
+        joined.assign(agree=(joined["j"] == joined["h"]).astype(float))
+        .groupby("sample_id", sort=True)["agree"]
+        .agg(["sum", "size"])
+    )
+    counts = bootstrap_counts(np.random.default_rng(seed), len(per_prompt), n_boot).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = (counts @ per_prompt["sum"].to_numpy()) / (counts @ per_prompt["size"].to_numpy(dtype=float))
+    alpha = (1.0 - float(ci)) / 2.0
+    low, high = np.nanquantile(boot, [alpha, 1.0 - alpha])
+    return (float(low), float(high))
+
+
+def bootstrap_rank_agreement(
+    judge_outcomes: pd.DataFrame,
+    human_outcomes: pd.DataFrame,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of Kendall tau-b between the judge's and the humans' model win rates
+    (:func:`model_rank_agreement` of :func:`echo_builder.stats.win_rates`), resampling prompts.
+
+    Each replicate draws the prompts (``sample_id`` of either table) with replacement, recomputes every model's win
+    rate from each side's comparisons on the drawn prompts (ties count half), and computes tau-b over the models
+    both sides rated in that replicate. Replicates where tau-b is undefined (fewer than 2 models, or constant win
+    rates) are left out.
+
+    Args:
+        judge_outcomes, human_outcomes: Comparisons tables (any orientation).
+        n_boot: replicates (>= 1); seed: ``numpy.random.default_rng`` seed; ci: central coverage in (0, 1).
+
+    Returns:
+        ``(low, high)`` in [-1, 1]; ``(nan, nan)`` when no replicate defines tau-b.
+
+    Raises:
+        RecordError: malformed tables. ConfigError: ``n_boot`` < 1 or ``ci`` outside (0, 1).
+    """
+    from echo_builder.stats.bootstrap import bootstrap_counts, check_bootstrap_args
+    from echo_builder.stats.schema import encode_labels
+
+    check_bootstrap_args(n_boot, ci)
+    j, h = canonicalize_comparisons(judge_outcomes), canonicalize_comparisons(human_outcomes)
+    prompts, (pj, ph) = encode_labels(j["sample_id"], h["sample_id"])
+    models, (ja, jb, ha, hb) = encode_labels(j["model_a"], j["model_b"], h["model_a"], h["model_b"])
+    n_p, n_m = len(prompts), len(models)
+
+    def per_prompt(p_idx, a_idx, b_idx, outcome):  # points and comparisons per (prompt, model)
+        cells = p_idx * n_m
+        size = n_p * n_m
+        points = np.bincount(cells + a_idx, outcome, size) + np.bincount(cells + b_idx, 1.0 - outcome, size)
+        counts = np.bincount(cells + a_idx, minlength=size) + np.bincount(cells + b_idx, minlength=size)
+        return points.reshape(n_p, n_m), counts.reshape(n_p, n_m).astype(float)
+
+    j_points, j_counts = per_prompt(pj, ja, jb, j["outcome"].to_numpy(dtype=float))
+    h_points, h_counts = per_prompt(ph, ha, hb, h["outcome"].to_numpy(dtype=float))
+    draws = bootstrap_counts(np.random.default_rng(seed), n_p, n_boot).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        j_rates = (draws @ j_points) / (draws @ j_counts)
+        h_rates = (draws @ h_points) / (draws @ h_counts)
+    taus = []
+    for jr, hr in zip(j_rates, h_rates, strict=True):
+        both = np.isfinite(jr) & np.isfinite(hr)
+        if both.sum() >= 2:
+            taus.append(kendall_tau_b(jr[both], hr[both]).tau)
+    taus_arr = np.asarray(taus, dtype=float)
+    if not np.isfinite(taus_arr).any():
+        return (np.nan, np.nan)
+    alpha = (1.0 - float(ci)) / 2.0
+    low, high = np.nanquantile(taus_arr, [alpha, 1.0 - alpha])
+    return (float(low), float(high))
 
 
 def kendalls_w(rank_matrix) -> KendallW:

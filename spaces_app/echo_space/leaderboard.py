@@ -90,6 +90,9 @@ class LeaderboardView:
         plots: (PNG path, caption) for each plot written.
         board: the :class:`~echo_builder.judge.leaderboard.Leaderboard` itself.
         paper: :func:`paper_table` for the run's config (ECHO's published win rates beside the run's).
+        validity: the run's validity card as Markdown (:func:`echo_builder.judge.validity.validity_markdown`: judge
+            snapshots, prompt versions, temperature, failure, refusal and position-bias rates, Bradley-Terry
+            regularisation, comparison groups, and what is not measured), as ``echo-bench leaderboard`` writes it.
     """
 
     summary: str
@@ -99,6 +102,7 @@ class LeaderboardView:
     plots: list[tuple[str, str]]
     board: Leaderboard
     paper: pd.DataFrame | None = None
+    validity: str = ""
 
 
 class RunSource:
@@ -217,6 +221,10 @@ class RunSource:
             else []
         )
         info = self.run_info()
+        from echo_builder.judge.validity import validity_markdown, validity_report
+        from echo_builder.judge.verdicts_file import read_verdicts
+
+        card = validity_report(read_verdicts(self.run_dir()), board, run_meta=info or None, seed=self.seed)
         paper = paper_table(board, info.get("config"))
         if not paper.empty:
             notes.append(_paper_note(info.get("config")))
@@ -228,6 +236,7 @@ class RunSource:
             plots=plots,
             board=board,
             paper=paper,
+            validity=validity_markdown(card),
         )
 
 

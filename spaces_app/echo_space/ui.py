@@ -8,6 +8,7 @@ out and wires them. Every handler is also a named API endpoint (``api_name``), c
   gallery, model-output gallery, feedback table, applicability table, source links); the images of a sample
   flagged NSFW (``has_nsfw``) come blurred unless ``show_flagged``
 - ``/leaderboard`` (run, missing) -> (summary, table, plots gallery, failure counts, position bias)
+- ``/validity_card`` (run, missing) -> the run's validity card (Markdown, as ``echo-bench leaderboard`` writes it)
 - ``/paper_win_rates`` (run) -> (heading, ECHO's published win rates beside the run's, for the run's config)
 - ``/score_pair`` (input image, output image, prompt) -> (metric table, color swatch, color summary)
 """
@@ -171,6 +172,19 @@ class EchoSpace:
             gr.Dataframe(value=view.failures, visible=not view.failures.empty),
             gr.Dataframe(value=view.position_bias, visible=not view.position_bias.empty),
         )
+
+    def validity_card(self, run: str | None, missing: str = "loss") -> str:
+        """Handler of ``/validity_card``: the run's validity card (Markdown) shown beside its leaderboard."""
+        from echo_builder.errors import EchoError
+
+        if not self.runs:
+            return "No judge run configured."
+        if run not in self.runs:
+            raise gr.Error(f"unknown run {run!r}; runs: {', '.join(self.runs)}")
+        try:
+            return self.runs[run].view(missing).validity  # type: ignore[arg-type]
+        except (EchoError, OSError, ValueError) as exc:
+            raise gr.Error(f"cannot rank run {run!r}: {exc}") from None
 
     def paper_win_rates(self, run: str | None) -> tuple[str, pd.DataFrame]:
         """Handler of ``/paper_win_rates``: (heading, table) of ECHO's published win rates beside the run's on the
@@ -383,6 +397,12 @@ def _leaderboard_tab(space: EchoSpace, demo: Any) -> None:
     run.change(**args, api_name="leaderboard")
     missing.change(**args, api_visibility="private")
     demo.load(**args, api_visibility="private")
+    with gr.Accordion("Validity card: how far this ranking's judges can be trusted", open=False):
+        validity = gr.Markdown(elem_id="echo-validity")
+    card_args = {"fn": space.validity_card, "inputs": [run, missing], "outputs": [validity]}
+    run.change(**card_args, api_name="validity_card")
+    missing.change(**card_args, api_visibility="private")
+    demo.load(**card_args, api_visibility="private")
     paper_heading = gr.Markdown(elem_id="echo-paper-heading")
     paper = gr.Dataframe(
         label="From the paper (ECHO, arXiv 2510.15021)", interactive=False, elem_id="echo-paper"

@@ -190,6 +190,28 @@ def test_failures_and_missing_outputs_are_counted(client):
     assert loss["pixelforge-1"]["n_comparisons"] == 6 and skip["pixelforge-1"]["n_comparisons"] == 4
 
 
+@pytest.mark.parametrize("missing", ["loss", "skip"])
+def test_validity_card_beside_the_leaderboard(client, demo_dir, missing):
+    """/validity_card: the card echo-bench leaderboard writes, computed on the same run; judge-b's one parse failure
+    on lumen-2 (of 3 judged outputs) is its failure rate, and what is not measured is said so."""
+    from echo_builder.judge.leaderboard import leaderboard_from_run
+    from echo_builder.judge.results import read_run_meta
+    from echo_builder.judge.validity import validity_markdown, validity_report
+    from echo_builder.judge.verdicts_file import read_verdicts
+
+    run_dir = demo_dir / "runs" / "image_to_image"
+    board = leaderboard_from_run(run_dir, missing=missing, n_boot=N_BOOT, seed=0)
+    expected = validity_markdown(
+        validity_report(read_verdicts(run_dir), board, run_meta=read_run_meta(run_dir))
+    )
+    card = client.predict("image_to_image", missing, api_name="/validity_card")
+    assert card.strip() == expected.strip()  # (Gradio drops the final newline)
+    assert "| lumen-2 | openai:judge-b | 3 | 3 | 0 | 1 | 0 | 0 | 0.333 | 0.000 |" in card
+    assert "| pixelforge-1 | openai:judge-a | 3 | 2 | 1 | 0 | 0 | 0 | 0.000 | 0.000 |" in card
+    assert f"a missing output: `{missing}`" in card
+    assert "## Anchor drift" in card and card.count("Not measured:") == 3
+
+
 def test_paper_win_rates_beside_the_run(client):
     """/paper_win_rates: ECHO's published image-to-image win rates under the run, labelled from the paper; the
     demo's fictional models are not in the paper, so every paper model is listed on its own row."""

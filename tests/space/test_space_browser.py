@@ -135,6 +135,13 @@ def test_leaderboard_tab_shows_the_table_and_the_plots(page, demo_dir, tmp_path)
     assert [float(r[2]) for r in shown] == pytest.approx(list(expected["win_rate"]), abs=5e-4)
     _images_loaded(page, "#echo-plots", 3)
     assert "openai:judge-a" in page.inner_text("#echo-run-summary")
+    # the validity card opens beside the leaderboard: judge-b's one parse failure on lumen-2 is in its table
+    page.get_by_text("Validity card: how far this ranking's judges can be trusted").click()
+    page.wait_for_function(
+        "() => document.querySelector('#echo-validity')?.innerText.includes('Anchor drift')"
+    )
+    card = page.inner_text("#echo-validity")
+    assert "Failures and refusals per model and judge" in card and "0.333" in card
     page.screenshot(path=str(tmp_path / "leaderboard.png"), full_page=True)
     assert page.outside == []
 

@@ -1,0 +1,594 @@
+"""The validity card of a leaderboard: how far its judges can be trusted, stated beside the ranking.
+
+ECHO's judges agree only weakly with experts (Kendall tau-b 0.117 for GPT-4o, 0.083 for Gemini 2.0 Flash, 0.045
+for Qwen2.5-VL-32B, not significant; the experts among themselves W = 0.49; arXiv 2510.15021, Flow 2). A ranking
+is only as good as its judges, so every leaderboard output carries a card (``validity.json`` and ``validity.md``)
+that says, from what the run recorded:
+
+- the judges (backend ids) and the model snapshots they reported, their reply-changing settings;
+- the judge prompt (name, version, SHA-256) and the sampling temperature (from the judge's ``-o temperature=`` when
+  given, else the prompt file's ``temperature``);
+- repetitions: how many times each judgment was asked (1 in an echo-bench run: replies are cached; pairwise runs
+  ask each pair in both presentation orders);
+- per model and judge: verdicts, missing outputs, the judge failure rate (``parse_failure`` + ``error`` over the
+  judged verdicts) and refusal rate (``refusal`` over the judged verdicts);
+- pairwise runs: per judge the order-flip rate (the verdict changes when A and B are swapped), the position-bias
+  rate (the same *position* chosen in both orders, OpenING / Arena-Hard) and the first-position rate (share of
+  decisive verdicts that chose the image shown first; 0.5 is unbiased);
+- agreement with human votes, when given (:func:`echo_builder.judge.agreement.judge_human_agreement`: pair agreement
+  with and without ties with 95% bootstrap intervals over prompts, Kendall tau-b of the model rankings);
+- the leaderboard's Bradley-Terry regularisation (virtual ties per model; 0 = plain maximum likelihood) and its
+  comparison groups (models never compared, directly or through others, are not comparable);
+- what is *not measured*, said so rather than left out: agreement with community votes (echo-bench has no
+  community vote source yet) and anchor drift (needs the same anchor outputs judged again by a later judge
+  snapshot; one run cannot show it).
+
+Rates are in [0, 1]; ``None`` in JSON (``n/a`` in Markdown) where a rate is undefined (nothing judged).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from echo_builder.judge.leaderboard import Leaderboard
+    from echo_builder.records import Verdict
+
+__all__ = [
+    "VALIDITY_FORMAT",
+    "VALIDITY_JSON",
+    "VALIDITY_MD",
+    "validity_markdown",
+    "validity_report",
+    "write_validity",
+]
+
+#: File names of the card in a leaderboard output folder.
+VALIDITY_JSON = "validity.json"
+VALIDITY_MD = "validity.md"
+#: ``format`` field of ``validity.json``; bumped when a field changes meaning.
+VALIDITY_FORMAT = "echo-bench-validity/1"
+
+_FAILURES = ("parse_failure", "error")
+NOT_MEASURED_COMMUNITY = (
+    "not measured: echo-bench has no source of community votes on judged outputs yet (human votes given with "
+    "--human are reported under human_agreement)"
+)
+NOT_MEASURED_DRIFT = (
+    "not measured: anchor drift needs fixed anchor outputs judged again by a later judge snapshot and compared; "
+    "one run holds one judging of each output, and echo-bench does not yet keep an anchor set across runs"
+)
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def _clean(value: Any) -> Any:
+    """JSON-ready: NaN and infinities become ``None``, numpy scalars Python numbers, tuples lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):
+        return _clean(value.item())
+    return value if value is None or isinstance(value, (str, int, bool)) else str(value)
+
+
+def _temperature(settings: Mapping[str, Any], run_meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The sampling temperature of a judge and where it was read from."""
+    if "temperature" in settings:
+        return {"value": settings["temperature"], "source": "judge option (-o temperature=)"}
+    if isinstance(run_meta.get("prompt_temperature"), (int, float)):
+        return {"value": run_meta["prompt_temperature"], "source": "judge prompt file"}
+    identity = run_meta.get("judge_prompt")
+    if isinstance(identity, dict) and identity.get("sha256"):
+        from echo_builder.judge import prompts
+
+        for builtin in (
+            prompts.SINGLE,
+            prompts.PAIRWISE,
+            prompts.PROBABILITY_DIGITS,
+            prompts.PROBABILITY_TRIG,
+        ):
+            if builtin.sha256 == identity["sha256"]:
+                return {"value": builtin.temperature, "source": "built-in judge prompt (matched by SHA-256)"}
+    return {"value": None, "source": "not recorded in run.json"}
+
+
+def _judges(verdicts: Sequence[Verdict], run_meta: Mapping[str, Any]) -> list[dict[str, Any]]:
+    recorded = {
+        j["spec"]: j
+        for j in run_meta.get("judges") or []
+        if isinstance(j, dict) and isinstance(j.get("spec"), str)
+    }
+    counts = Counter(v.judge for v in verdicts)
+    rows = []
+    for spec in sorted(set(counts) | set(recorded)):
+        entry = recorded.get(spec, {})
+        settings = entry.get("settings") if isinstance(entry.get("settings"), dict) else {}
+        snapshots = {v.judge_snapshot for v in verdicts if v.judge == spec and v.judge_snapshot}
+        snapshots.update(s for s in entry.get("snapshots") or [] if isinstance(s, str))
+        rows.append(
+            {
+                "judge": spec,
+                "snapshots": sorted(snapshots),
+                "settings": settings,
+                "temperature": _temperature(settings, run_meta),
+                "n_verdicts": counts.get(spec, 0),
+            }
+        )
+    return rows
+
+
+def _repetitions(verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    """How often each judgment (sample, judge, criterion, model or ordered pair) was asked."""
+    keys = Counter(
+        (v.sample_id, v.judge, v.criterion, v.model, v.model_a, v.model_b, v.order)
+        for v in verdicts
+        if v.status != "missing_output"
+    )
+    values = sorted(set(keys.values()))
+    pairwise = any(v.mode == "pairwise" for v in verdicts)
+    return {
+        "per_judgment": values[0] if len(values) == 1 else values,
+        "orders_per_pair": 2 if pairwise else None,
+        "note": (
+            "each judgment is asked once (replies are cached, a rerun repeats none), so judge sampling noise is not "
+            "measured by repetition"
+            + ("; each pair is judged in both presentation orders" if pairwise else "")
+        ),
+    }
+
+
+def _failure_rows(verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
+    from echo_builder.judge.verdicts_file import missing_models
+
+    counts: dict[tuple[str, str], Counter[str]] = {}
+    for v in verdicts:
+        models = [v.model] if v.mode != "pairwise" else [v.model_a, v.model_b]
+        for model in models:
+            if model is None:
+                continue
+            status = v.status
+            if status == "missing_output" and v.mode == "pairwise" and model not in missing_models(v):
+                status = "other_missing"  # the opponent's output is missing: not this model's failure
+            counts.setdefault((model, v.judge), Counter())[status] += 1
+    rows = []
+    for (model, judge), c in sorted(counts.items()):
+        n = sum(c.values())
+        judged = n - c["missing_output"] - c["other_missing"]
+        failures = sum(c[s] for s in _FAILURES)
+        rows.append(
+            {
+                "model": model,
+                "judge": judge,
+                "n": n,
+                "n_judged": judged,
+                "ok": c["ok"],
+                "missing_output": c["missing_output"],
+                "parse_failure": c["parse_failure"],
+                "error": c["error"],
+                "refusal": c["refusal"],
+                "failure_rate": _rate(failures, judged),
+                "refusal_rate": _rate(c["refusal"], judged),
+            }
+        )
+    return rows
+
+
+def _position_bias(verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    pairwise = [v for v in verdicts if v.mode == "pairwise"]
+    if not pairwise:
+        return {
+            "available": False,
+            "reason": "not applicable: single-answer ratings show one output at a time (judge with --mode pairwise)",
+            "judges": [],
+        }
+    from echo_builder.judge.leaderboard import pairwise_comparisons
+
+    _, table = pairwise_comparisons(pairwise, missing="skip")
+    by_judge = {row["judge"]: row for row in table.to_dict(orient="records")} if not table.empty else {}
+    rows = []
+    for judge in sorted({v.judge for v in pairwise}):
+        decisive = [v for v in pairwise if v.judge == judge and v.status == "ok" and v.winner in ("A", "B")]
+        # "A" in order AB (or "B" in order BA) is the image shown first
+        first = sum(1 for v in decisive if (v.order == "AB") == (v.winner == "A"))
+        stats = by_judge.get(judge, {})
+        both = int(stats.get("pairs_both_orders", 0))
+        rows.append(
+            {
+                "judge": judge,
+                "pairs_both_orders": both,
+                "order_flips": int(stats.get("order_disagreements", 0)),
+                "order_flip_rate": _rate(int(stats.get("order_disagreements", 0)), both),
+                "position_consistent": int(stats.get("position_consistent", 0)),
+                "position_bias_rate": _rate(int(stats.get("position_consistent", 0)), both),
+                "n_decisive": len(decisive),
+                "first_position_rate": _rate(first, len(decisive)),
+            }
+        )
+    return {"available": True, "reason": None, "judges": rows}
+
+
+def _human_agreement(
+    run_dir: str | Path | None, human_votes: str | Path | None, n_boot: int, seed: int
+) -> dict[str, Any]:
+    if human_votes is None:
+        return {
+            "available": False,
+            "reason": "not measured: no human votes given (--human VOTES)",
+            "votes": None,
+        }
+    if run_dir is None:
+        return {
+            "available": False,
+            "reason": "not measured: agreement needs a judge run folder",
+            "votes": Path(human_votes).name,
+        }
+    from echo_builder.judge.agreement import judge_human_agreement
+
+    report = judge_human_agreement(run_dir, human_votes, n_boot=n_boot, seed=seed)
+    return {
+        "available": True,
+        "reason": None,
+        "votes": Path(human_votes).name,
+        "n_boot": n_boot,
+        "interval": "95% percentile bootstrap over prompts",
+        **report,
+    }
+
+
+def validity_report(
+    verdicts: Sequence[Verdict],
+    board: Leaderboard,
+    *,
+    run_meta: Mapping[str, Any] | None = None,
+    run_dir: str | Path | None = None,
+    human_votes: str | Path | None = None,
+    n_boot: int | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The validity card of a ranked judge run, as a JSON-ready dict (see the module docstring for each part).
+
+    Args:
+        verdicts: the run's verdicts (:func:`echo_builder.judge.verdicts_file.read_verdicts`).
+        board: the leaderboard computed from them (:func:`echo_builder.judge.leaderboard.leaderboard_from_run`);
+            its ``meta`` gives the Bradley-Terry regularisation (``bt_prior``), the comparison groups and the
+            interval method.
+        run_meta: the run's ``run.json`` (:func:`echo_builder.judge.results.read_run_meta`); without it the judges'
+            settings and the temperature read "not recorded".
+        run_dir: the run folder, needed for agreement with ``human_votes``.
+        human_votes: pairwise votes with ``sample_id``, ``model_a``, ``model_b``, ``winner`` (JSON, JSONL or CSV).
+        n_boot: bootstrap replicates of the agreement intervals (default: the board's ``n_boot``).
+        seed: bootstrap seed.
+
+    Returns:
+        A dict with ``format`` (:data:`VALIDITY_FORMAT`), ``echo_bench_version``, ``run`` (benchmark, config,
+        mode, models, counts), ``judges`` (one row per judge: ``snapshots``, ``settings``, ``temperature``
+        ``{value, source}``, ``n_verdicts``), ``prompt`` (``versions``, ``identity``), ``repetitions``, ``failures``
+        (one row per model and judge: ``n``, ``n_judged``, counts per status, ``failure_rate`` and
+        ``refusal_rate`` in [0, 1] or ``None``), ``position_bias``, ``human_agreement``,
+        ``community_agreement``, ``anchor_drift``, ``bradley_terry`` and ``comparison_groups``. Every section that
+        could not be measured has ``available: false`` and a ``reason``. NaN is ``None``.
+
+    Raises:
+        ConfigError: ``human_votes`` cannot be read, has no ``sample_id`` or shares no comparison with the run
+            (from :func:`~echo_builder.judge.agreement.judge_human_agreement`).
+    """
+    from echo_builder import __version__
+
+    meta = dict(run_meta or {})
+    groups = [list(g) for g in board.meta.get("groups") or []]
+    prior = float(board.meta.get("bt_prior") or 0.0)
+    identity = meta.get("judge_prompt") if isinstance(meta.get("judge_prompt"), dict) else None
+    versions = sorted({v.prompt_version for v in verdicts if v.prompt_version})
+    modes = sorted({v.mode for v in verdicts})
+    report = {
+        "format": VALIDITY_FORMAT,
+        "echo_bench_version": __version__,
+        "run": {
+            "benchmark": meta.get("benchmark"),
+            "config": meta.get("config"),
+            "mode": meta.get("mode") or (modes[0] if len(modes) == 1 else modes),
+            "models": sorted({m for v in verdicts for m in (v.model, v.model_a, v.model_b) if m}),
+            "n_samples": len({v.sample_id for v in verdicts}),
+            "n_verdicts": len(verdicts),
+            "statuses": dict(sorted(Counter(v.status for v in verdicts).items())),
+        },
+        "judges": _judges(verdicts, meta),
+        "prompt": {
+            "versions": versions,
+            "identity": (
+                {k: identity.get(k) for k in ("name", "version", "sha256") if k in identity}
+                if identity
+                else None
+            ),
+        },
+        "repetitions": _repetitions(verdicts),
+        "failures": _failure_rows(verdicts),
+        "position_bias": _position_bias(verdicts),
+        "human_agreement": _human_agreement(
+            run_dir,
+            human_votes,
+            n_boot if n_boot is not None else int(board.meta.get("n_boot") or 1000),
+            seed,
+        ),
+        "community_agreement": {"available": False, "reason": NOT_MEASURED_COMMUNITY},
+        "anchor_drift": {"available": False, "reason": NOT_MEASURED_DRIFT},
+        "bradley_terry": {
+            "virtual_ties_per_model": prior,
+            "regularised": prior > 0,
+            "reason": (
+                "some model never wins or never loses (in the data or a bootstrap replicate): the plain maximum-"
+                "likelihood fit does not exist"
+                if prior > 0
+                else None
+            ),
+        },
+        "comparison_groups": {
+            "n_groups": len(groups),
+            "connected": len(groups) <= 1,
+            "groups": groups,
+        },
+        "ranking": {
+            "ci_method": board.meta.get("ci_method"),
+            "n_boot": board.meta.get("n_boot"),
+            "missing": board.meta.get("missing"),
+            "bootstrap_over_judges": board.meta.get("bootstrap_over_judges"),
+        },
+    }
+    return _clean(report)
+
+
+def _fmt(value: Any, spec: str = ".3f") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    return (
+        format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+    )
+
+
+def _sentence(reason: str) -> str:
+    """A section's reason as a sentence: ``not measured: ...`` becomes ``Not measured: ....``."""
+    return reason[:1].upper() + reason[1:] + ("" if reason.endswith(".") else ".")
+
+
+def _interval(low: Any, high: Any) -> str:
+    return "n/a" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+
+
+def validity_markdown(report: Mapping[str, Any]) -> str:
+    """The card as GitHub-flavoured Markdown (``validity.md``): one section per part of :func:`validity_report`,
+    "not measured" sections included with their reason. Names are escaped for table cells."""
+    from echo_builder.judge.results import _markdown_table, markdown_cell
+
+    run = report["run"]
+    lines = ["# Validity card", ""]
+    lines.append(
+        "How far this leaderboard's judges can be trusted. VLM judges agree only weakly with people (ECHO, "
+        "arXiv 2510.15021: Kendall tau-b 0.117, 0.083 and 0.045 against experts), so read the ranking with this card."
+    )
+    lines += ["", "| | |", "|:---|:---|"]
+    for label, value in (
+        ("benchmark", run.get("benchmark")),
+        ("config", run.get("config")),
+        ("mode", run.get("mode")),
+        ("models", ", ".join(run.get("models") or [])),
+        ("samples", run.get("n_samples")),
+        ("verdicts", run.get("n_verdicts")),
+        ("card format", report.get("format")),
+        ("echo-bench", report.get("echo_bench_version")),
+    ):
+        lines.append(
+            f"| {label} | {markdown_cell(_fmt(value, 'd') if isinstance(value, int) else _fmt(value))} |"
+        )
+
+    lines += ["", "## Judges", ""]
+    lines += _markdown_table(
+        ["judge", "snapshots reported", "temperature", "temperature from", "settings", "verdicts"],
+        [
+            [
+                markdown_cell(j["judge"]),
+                ", ".join(markdown_cell(s) for s in j["snapshots"]) or "not reported",
+                _fmt(j["temperature"]["value"], "g"),
+                markdown_cell(j["temperature"]["source"]),
+                markdown_cell(", ".join(f"{k}={v}" for k, v in sorted(j["settings"].items())) or "-"),
+                str(j["n_verdicts"]),
+            ]
+            for j in report["judges"]
+        ],
+        [False, False, True, False, False, True],
+    )
+    prompt = report["prompt"]
+    lines += ["", "## Judge prompt", ""]
+    versions = ", ".join(f"`{markdown_cell(v)}`" for v in prompt["versions"]) or "not recorded"
+    lines.append(f"Prompt versions: {versions}.")
+    if prompt["identity"]:
+        lines.append(
+            "Prompt file: "
+            + ", ".join(f"{k} `{markdown_cell(v)}`" for k, v in prompt["identity"].items() if v is not None)
+            + "."
+        )
+    rep = report["repetitions"]
+    lines += ["", "## Repetitions", "", f"Judgments per item: {rep['per_judgment']}; {rep['note']}."]
+
+    lines += ["", "## Failures and refusals per model and judge", ""]
+    lines.append(
+        "Failure rate: parse failures and errors over the judged verdicts; refusal rate: refusals over the judged "
+        "verdicts; missing outputs are not judged. Failures are counted, never scored."
+    )
+    lines.append("")
+    lines += _markdown_table(
+        [
+            "model",
+            "judge",
+            "verdicts",
+            "judged",
+            "missing",
+            "parse failures",
+            "errors",
+            "refusals",
+            "failure rate",
+            "refusal rate",
+        ],
+        [
+            [
+                markdown_cell(r["model"]),
+                markdown_cell(r["judge"]),
+                str(r["n"]),
+                str(r["n_judged"]),
+                str(r["missing_output"]),
+                str(r["parse_failure"]),
+                str(r["error"]),
+                str(r["refusal"]),
+                _fmt(r["failure_rate"]),
+                _fmt(r["refusal_rate"]),
+            ]
+            for r in report["failures"]
+        ],
+        [False, False, True, True, True, True, True, True, True, True],
+    )
+
+    bias = report["position_bias"]
+    lines += ["", "## Position bias", ""]
+    if not bias["available"]:
+        lines.append(_sentence(bias["reason"]))
+    else:
+        lines.append(
+            "Order flip rate: share of pairs judged in both orders whose verdict changed when A and B were swapped; "
+            "position-bias rate: share where the judge chose the same position both times; first-position rate: "
+            "share of decisive verdicts choosing the image shown first (0.5 is unbiased)."
+        )
+        lines.append("")
+        lines += _markdown_table(
+            [
+                "judge",
+                "pairs (both orders)",
+                "order flip rate",
+                "position-bias rate",
+                "decisive verdicts",
+                "first-position rate",
+            ],
+            [
+                [
+                    markdown_cell(r["judge"]),
+                    str(r["pairs_both_orders"]),
+                    _fmt(r["order_flip_rate"]),
+                    _fmt(r["position_bias_rate"]),
+                    str(r["n_decisive"]),
+                    _fmt(r["first_position_rate"]),
+                ]
+                for r in bias["judges"]
+            ],
+            [False, True, True, True, True, True],
+        )
+
+    human = report["human_agreement"]
+    lines += ["", "## Agreement with humans", ""]
+    if not human["available"]:
+        lines.append(_sentence(human["reason"]))
+    else:
+        lines.append(
+            f"Votes: `{markdown_cell(human['votes'])}`; pair agreement with a {human['interval']} "
+            f"({human['n_boot']} replicates); Kendall tau-b between the judge's and the humans' model win rates, with "
+            "its interval from the same resampling."
+        )
+        lines.append("")
+        lines += _markdown_table(
+            [
+                "judge",
+                "pairs",
+                "agreement (ties)",
+                "95% CI",
+                "agreement (no ties)",
+                "95% CI",
+                "tau-b",
+                "95% CI",
+                "p",
+            ],
+            [
+                [
+                    markdown_cell(r["judge"]),
+                    str(r["n_pairs"]),
+                    _fmt(r["pair_agreement"]),
+                    _interval(r["pair_agreement_ci_low"], r["pair_agreement_ci_high"]),
+                    _fmt(r["pair_agreement_no_ties"]),
+                    _interval(r["pair_agreement_no_ties_ci_low"], r["pair_agreement_no_ties_ci_high"]),
+                    _fmt(r["tau_b"]),
+                    _interval(r.get("tau_ci_low"), r.get("tau_ci_high")),
+                    _fmt(r["tau_p"]),
+                ]
+                for r in human["judges"]
+            ],
+            [False, True, True, False, True, False, True, False, True],
+        )
+        w = human.get("kendalls_w") or {}
+        lines += [
+            "",
+            f"Kendall's W among the judges: {_fmt(w.get('w'))}"
+            + (f" ({markdown_cell(w['reason'])})." if w.get("reason") else "."),
+        ]
+    lines += [
+        "",
+        "## Agreement with the community",
+        "",
+        _sentence(report["community_agreement"]["reason"]),
+    ]
+    lines += ["", "## Anchor drift", "", _sentence(report["anchor_drift"]["reason"])]
+
+    bt = report["bradley_terry"]
+    lines += ["", "## Bradley-Terry and comparison groups", ""]
+    if bt["regularised"]:
+        lines.append(
+            f"Bradley-Terry regularised with {_fmt(bt['virtual_ties_per_model'], 'g')} virtual ties per model: "
+            f"{bt['reason']}."
+        )
+    else:
+        lines.append("Bradley-Terry: plain maximum-likelihood fit (no virtual ties).")
+    groups = report["comparison_groups"]
+    if groups["connected"]:
+        lines.append("All models are connected by comparisons: one comparison group.")
+    else:
+        lines.append(
+            f"The models form {groups['n_groups']} groups never compared with each other; compare numbers only "
+            "within a group:"
+        )
+        lines += [""] + [
+            f"{i}. {', '.join(markdown_cell(m) for m in g)}" for i, g in enumerate(groups["groups"], 1)
+        ]
+    ranking = report["ranking"]
+    lines += [
+        "",
+        f"Intervals: `{markdown_cell(_fmt(ranking.get('ci_method')))}`, {_fmt(ranking.get('n_boot'), 'd')} "
+        f"bootstrap replicates; a missing output: `{markdown_cell(_fmt(ranking.get('missing')))}`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_validity(
+    folder: str | Path, report: Mapping[str, Any], *, root: str | Path | None = None
+) -> list[Path]:
+    """Write ``validity.json`` (strict JSON: no NaN) and ``validity.md`` into ``folder`` atomically.
+
+    ``root``: the folder no link below may be followed in (default ``folder``; see :mod:`echo_dataset.safe_io`).
+    Returns the two paths.
+    """
+    import json
+
+    from echo_dataset.safe_io import write_text
+
+    folder = Path(folder)
+    base = Path(root) if root is not None else folder
+    text = json.dumps(_clean(dict(report)), indent=2, allow_nan=False, sort_keys=False) + "\n"
+    return [
+        write_text(base, folder / VALIDITY_JSON, text),
+        write_text(base, folder / VALIDITY_MD, validity_markdown(report)),
+    ]
