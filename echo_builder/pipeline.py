@@ -102,6 +102,15 @@ class BuildConfig:
             no screening, ``has_nsfw`` stays null.
         nsfw_threshold: the checker's flagging threshold in [0, 1]; ``None``: its default (NudeNet 0.6, VLM 0.5).
         nsfw_options: checker options (NudeNet: ``classes``; a VLM: its backend's options such as ``base_url``).
+        expand: run the optional ``expand`` stage (:mod:`echo_builder.stages.expand`) on these platforms (``x``,
+            ``bluesky``, ``reddit``): fetch the kept posts' missing ancestors and replies before ``threads``.
+            Empty (default): no request is made and the build's files are those of a build without the stage.
+        expand_depth: rounds of expansion (>= 1; round ``r + 1`` expands the posts round ``r`` found).
+        expand_max_tree: the most posts expansion adds to one conversation (>= 1).
+        expand_max_requests: the most pages fetched per platform (cached pages included); ``None``: no limit.
+        expand_options: ``archive`` (X full-archive search for the conversation searches), ``base_url`` (another
+            API host), and the waits of :class:`echo_builder.collect.core.Collector` (``max_wait_s``,
+            ``max_attempts``, ``max_rate_limited``; tests inject ``sleep`` and ``clock``).
         batch: send the model calls the cache cannot answer through the OpenAI Batch API (``openai:`` backends;
             :mod:`echo_builder.backends.batch`), checkpointing batch ids in ``OUT/batches``. The stage files equal
             an online build's for the same replies; a build may switch between batch and online when resumed.
@@ -154,6 +163,11 @@ class BuildConfig:
     nsfw_check: Any = None
     nsfw_threshold: float | None = None
     nsfw_options: dict[str, Any] = field(default_factory=dict)
+    expand: Sequence[str] = ()
+    expand_depth: int = 8
+    expand_max_tree: int = 500
+    expand_max_requests: int | None = 1000
+    expand_options: dict[str, Any] = field(default_factory=dict)
     batch: bool = False
     batch_retry: str = "online"
     batch_poll_s: float = 30.0
@@ -226,7 +240,17 @@ def _prepare_out(config: BuildConfig, stages: Sequence[str]) -> _Folder:
     previous = claim_output(
         out, "build", signatures=BUILD_SIGNATURES, allowed=SEEDED_ENTRIES, what="build folder"
     )
-    for name in ("stages", "cache", "media", NEXT_DIR, "build.json", "report.json", "README.md", "batches"):
+    for name in (
+        "stages",
+        "cache",
+        "media",
+        "expand",
+        NEXT_DIR,
+        "build.json",
+        "report.json",
+        "README.md",
+        "batches",
+    ):
         check_inside(out, out / name)
     settings = _settings(config, stages)
     recorded = out / "build.json"
@@ -313,6 +337,10 @@ def _settings(config: BuildConfig, stages: Sequence[str]) -> dict[str, Any]:
         from echo_builder.stages.safety import screening_settings
 
         settings["nsfw_check"] = screening_settings(config)
+    if config.expand:  # recorded only when set, as nsfw_check
+        from echo_builder.stages.expand import expansion_settings
+
+        settings["expand"] = expansion_settings(config)
     if config.prefilter:  # recorded only when on: builds made before the option resume as before
         settings["prefilter"] = True
     if config.hf_columns:
@@ -451,6 +479,11 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         report["cost"] = _cost_summary(caller, prices)
     if duplicate_notes:
         report["duplicate_ids"] = duplicate_notes
+    expanded = next((e for e in entries if e["name"] == "expand"), None)
+    if expanded is not None:  # --expand: the posts fetched from the platforms, apart from those in the files
+        from echo_builder.stages.expand import EXPANSION_FIELDS
+
+        report["expansion"] = {key: expanded[key] for key in EXPANSION_FIELDS}
     # the dataset first (its files are all renamed into place together), then the report and the stage files:
     # until the dataset is written, a rebuild has changed none of a finished build's files
     changes = None

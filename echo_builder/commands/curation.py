@@ -205,6 +205,48 @@ class SourcePath(click.Path):
     help="Checker option; repeatable. nudenet: classes=A,B (the NudeNet classes that flag); a VLM: prompt_file=FILE "
     "(a prompt of format echo-bench-nsfw-prompt/1) and its backend's options (base_url, ...).",
 )
+@click.option(
+    "--expand",
+    "expand",
+    multiple=True,
+    type=click.Choice(["x", "bluesky", "reddit"]),
+    help="Fetch the kept posts' missing ancestors and replies from this platform before threads (the optional "
+    "expand stage, ECHO's conversation fetching), recursively for the posts found; repeatable. Credentials from "
+    "the environment as collect reads them (docs/collect.md). Every page is cached in OUT/expand/: a rerun makes "
+    "no request. Default: no request, only the posts in the files are linked.",
+)
+@click.option(
+    "--expand-depth",
+    type=Number(int, 1),
+    default=8,
+    show_default=True,
+    help="Rounds of expansion: round 1 fetches around the kept posts, round 2 around what round 1 found, ...",
+)
+@click.option(
+    "--expand-max-tree",
+    type=Number(int, 1),
+    default=500,
+    show_default=True,
+    help="The most posts expansion adds to one conversation.",
+)
+@click.option(
+    "--expand-max-requests",
+    type=Number(int, 0),
+    default=1000,
+    show_default=True,
+    help="The most pages expansion fetches per platform (cached pages count, so a resumed build stops at the "
+    "same place). X bills every post read.",
+)
+@click.option(
+    "--expand-archive",
+    is_flag=True,
+    help="X: search conversations in the full archive (Pro or Enterprise access) instead of the last 7 days.",
+)
+@click.option(
+    "--expand-base-url",
+    metavar="URL",
+    help="Send expansion requests to another API host (a proxy, or a test server).",
+)
 @batch_options
 @cost_options
 @run_config_option
@@ -240,6 +282,12 @@ def build(
     nsfw_check: str | None,
     nsfw_threshold: float | None,
     nsfw_options: tuple[str, ...],
+    expand: tuple[str, ...],
+    expand_depth: int,
+    expand_max_tree: int,
+    expand_max_requests: int,
+    expand_archive: bool,
+    expand_base_url: str | None,
     batch: bool = False,
     batch_retry: str = "online",
     batch_poll_s: float = 30.0,
@@ -251,7 +299,7 @@ def build(
     SOURCES may be compressed (.zst, .gz, .bz2, .xz, read on the fly) and as large as the disk: use --prefilter for
     dumps of millions of posts. hf:<repo>[:config] loads a datasets prompt collection (see --hf-columns).
 
-    Stages: collect, query, relevance, threads, extract, media, roles, templates, screenshots, tier,
+    Stages: collect, query, relevance, expand (only with --expand), threads, extract, media, roles, templates, screenshots, tier,
     applicability, safety (only with --nsfw-check), and any installed plugin stage in its declared place. Writes OUT/stages/*.jsonl, OUT/report.json and the dataset itself: OUT/<config>/*.parquet
     with OUT/README.md, readable with datasets.load_dataset(OUT, "text_to_image") and ready for `publish`.
     """
@@ -302,12 +350,22 @@ def build(
         nsfw_check=nsfw_check,
         nsfw_threshold=nsfw_threshold,
         nsfw_options=parse_options(nsfw_options),
+        expand=expand,
+        expand_depth=expand_depth,
+        expand_max_tree=expand_max_tree,
+        expand_max_requests=expand_max_requests,
+        expand_options={
+            **({"archive": True} if expand_archive else {}),
+            **({"base_url": expand_base_url} if expand_base_url else {}),
+        },
         batch=batch,
         batch_retry=batch_retry,
         batch_poll_s=batch_poll_s,
         max_cost_usd=max_cost,
         prices_file=prices_file,
     )
+    if not expand and (expand_archive or expand_base_url):
+        raise click.UsageError("--expand-archive and --expand-base-url need --expand")
     if nsfw_check is None and (nsfw_threshold is not None or nsfw_options):
         raise click.UsageError("--nsfw-threshold and --nsfw-option need --nsfw-check")
     header_shown = False
