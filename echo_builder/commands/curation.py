@@ -17,6 +17,7 @@ from echo_builder.commands.options import (
     batch_options,
     call_limit_options,
     cost_options,
+    nsfw_options,
     parse_options,
     run_config_option,
     run_config_record,
@@ -183,26 +184,12 @@ class SourcePath(click.Path):
     help="Leave out this plugin stage (installed through the echo_bench.stages entry point); repeatable. The "
     "built-in stages always run.",
 )
-@click.option(
-    "--nsfw-check",
-    "nsfw_check",
-    metavar="nudenet|SPEC",
-    help="Screen every dataset row's images for NSFW content (the optional safety stage) and fill has_nsfw: "
+@nsfw_options(
+    "Screen every dataset row's images for NSFW content (the optional safety stage) and fill has_nsfw: "
     "'nudenet' (NudeNet's detector shipped in its wheel, offline on CPU; pip install 'echo-bench[nsfw]') or a VLM "
     "spec such as openai:gpt-4o. Per-image detections go to OUT/stages/safety.jsonl, the detector and threshold "
     "to report.json and the card. Default: no screening (has_nsfw stays null).",
-)
-@click.option(
-    "--nsfw-threshold",
-    type=Number(float, 0.0, 1.0),
-    help="Score at or above which a detection flags an image (default: nudenet 0.6, a VLM's confidence 0.5).",
-)
-@click.option(
-    "--nsfw-option",
-    "nsfw_options",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Checker option; repeatable. nudenet: classes=A,B (the NudeNet classes that flag); a VLM: prompt_file=FILE "
+    "Checker option; repeatable. nudenet: classes=A,B (the NudeNet classes that flag); a VLM: prompt_file=FILE "
     "(a prompt of format echo-bench-nsfw-prompt/1) and its backend's options (base_url, ...).",
 )
 @click.option(

@@ -12,6 +12,7 @@ from echo_builder.commands.options import (
     MAX_SEED,
     Number,
     RegistryHelpOption,
+    nsfw_options,
     parse_options,
     run_config_option,
 )
@@ -68,25 +69,11 @@ _SHOWN_FAILURES = 5
     is_flag=True,
     help="Also retry samples recorded as refused or nsfw (errors are always retried).",
 )
-@click.option(
-    "--nsfw-check",
-    "nsfw_check",
-    metavar="nudenet|SPEC",
-    help="Screen each generated image before it is written: 'nudenet' (offline detector; pip install "
+@nsfw_options(
+    "Screen each generated image before it is written: 'nudenet' (offline detector; pip install "
     "'echo-bench[nsfw]') or a VLM spec such as openai:gpt-4o. A flagged image is withheld (status nsfw, the "
     "detections in the manifest), never silently dropped.",
-)
-@click.option(
-    "--nsfw-threshold",
-    type=Number(float, 0.0, 1.0),
-    help="Score at or above which a detection flags an image (default: nudenet 0.6, a VLM's confidence 0.5).",
-)
-@click.option(
-    "--nsfw-option",
-    "nsfw_options",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Checker option; repeatable (nudenet: classes=A,B; a VLM: prompt_file=FILE and its backend's options).",
+    "Checker option; repeatable (nudenet: classes=A,B; a VLM: prompt_file=FILE and its backend's options).",
 )
 @run_config_option
 def generate(

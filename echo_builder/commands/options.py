@@ -549,3 +549,23 @@ def _run_config_value(where: str, key: str, param: click.Parameter, inverted: bo
 
 def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def nsfw_options(check_help: str, option_help: str) -> Callable[[F], F]:
+    """``--nsfw-check`` (``nudenet`` or a VLM spec), ``--nsfw-threshold`` and ``--nsfw-option KEY=VALUE``
+    (``nsfw_options``) of the commands that screen images (:mod:`echo_builder.safety`); the help of the first and
+    last says what this command does with them."""
+
+    def decorate(function: F) -> F:
+        function = click.option(
+            "--nsfw-option", "nsfw_options", multiple=True, metavar="KEY=VALUE", help=option_help
+        )(function)
+        function = click.option(
+            "--nsfw-threshold",
+            type=Number(float, 0.0, 1.0),
+            help="Score at or above which a detection flags an image (default: nudenet 0.6, a VLM's confidence "
+            "0.5).",
+        )(function)
+        return click.option("--nsfw-check", "nsfw_check", metavar="nudenet|SPEC", help=check_help)(function)
+
+    return decorate

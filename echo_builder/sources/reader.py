@@ -71,6 +71,7 @@ from echo_builder.sources.base import (
 from echo_builder.sources.streams import (
     COMPRESSED_EXTENSIONS,
     SourceStreamError,
+    _kind,
     inner_name,
     open_source,
 )
@@ -154,21 +155,6 @@ class _Unreadable(Exception):
 #: the most bytes of one JSON value held whole: a source file that is one JSON value other than a list (an API
 #: response), one line of a JSON Lines file, one item of a top-level list. JSON Lines files and lists stream.
 MAX_FILE_BYTES = 2 * 1024**3
-
-
-def _kind(mode: int) -> str:
-    """What a non-regular file is, in words."""
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    return "not a regular file"
 
 
 def _not_regular(path: Path) -> str | None:

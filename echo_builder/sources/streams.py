@@ -94,6 +94,7 @@ def inner_name(name: str | os.PathLike[str]) -> Path:
 
 
 def _kind(mode: int) -> str:
+    """What a non-regular file is, in words (also :mod:`echo_builder.sources.reader`'s)."""
     if stat.S_ISFIFO(mode):
         return "a named pipe (FIFO)"
     if stat.S_ISCHR(mode):
