@@ -170,6 +170,8 @@ def run_judging(
     probability_scale: Literal["digits", "trig"] = "digits",
     judge_prompt: str | Path | JudgePrompt | None = None,
     run_config: dict[str, Any] | None = None,
+    anchors: int | None = None,
+    anchor_from: str | Path | None = None,
 ) -> JudgeRunResult:
     """Judge every (sample, model) of ``config`` with every judge spec and write the run folder.
 
@@ -189,6 +191,10 @@ def run_judging(
         run_config: the ``--run-config`` file the command read (path, SHA-256, its values and the keys the
             command line overrode; :func:`echo_builder.commands.options.run_config_record`), kept in ``run.json``
             under ``run_config`` when given.
+        anchors, anchor_from: re-score ``anchors`` samples x all models of the earlier run ``anchor_from`` with
+            this run's judges into ``RUN/anchors/`` (own verdicts file and call cache; see
+            :mod:`echo_builder.judge.drift`), so ``echo-bench leaderboard EARLIER RUN`` can check judge drift.
+            Single and probability modes only; both or neither must be given.
 
     Raises:
         ConfigError: no judges, no models, unknown mode, unreadable outputs, or a bad or unfitting prompt file.
@@ -214,6 +220,19 @@ def run_judging(
                 + f" needs {prompt.answer!r}"
             )
         prompt = custom
+    if (anchors is None) != (anchor_from is None):
+        raise ConfigError("--anchors N and --anchor-from EARLIER_RUN go together")
+    anchor_work: tuple[list[JudgeItem], dict[str, Any]] | None = None
+    if anchors is not None and anchor_from is not None:
+        from echo_builder.judge.drift import anchor_items
+
+        if mode == "pairwise":
+            raise ConfigError(
+                "--anchors needs --mode single or probability (ratings); pairwise runs have none yet"
+            )
+        if Path(anchor_from).resolve() == Path(out_dir).resolve():
+            raise ConfigError("--anchor-from must be an earlier run, not this run's --out folder")
+        anchor_work = anchor_items(anchor_from, anchors, mode)
     all_samples = _identified(read_config(benchmark, config), f"{benchmark}/{config}")
     samples = all_samples[:limit] if limit is not None else all_samples
     outputs = discover_outputs(outputs_dir)
@@ -241,7 +260,15 @@ def run_judging(
     claim_output(
         out, "judge", signatures=((RUN_FILE, VERDICTS_FILE), "cache/calls.sqlite"), what="judge run folder"
     )
-    for name in (RUN_FILE, VERDICTS_FILE, "cache", "plots"):
+    for name in (
+        RUN_FILE,
+        VERDICTS_FILE,
+        "cache",
+        "plots",
+        "anchors",
+        "anchors/cache",
+        "anchors/anchors.json",
+    ):
         check_inside(out, out / name)
     mark_output(out, "judge")
     cache = CallCache(cache_dir or out / "cache", root=None if cache_dir else out)
@@ -251,6 +278,9 @@ def run_judging(
     failures = {model: generation_failures(Path(outputs_dir) / model) for model in outputs}
     per_sample = _items(samples, outputs, failures)
     verdicts: list[Verdict] = []
+    anchor_verdicts: list[Verdict] = []
+    # the anchors' own cache: they are asked again even when --cache is the earlier run's cache
+    anchor_cache = CallCache(out / "anchors" / "cache", root=out) if anchor_work is not None else None
     judge_info: list[dict[str, Any]] = []
     started = time.time()
     try:
@@ -274,6 +304,25 @@ def run_judging(
                 pairs = [pair for items in per_sample.values() for pair in itertools.combinations(items, 2)]
                 batch = judge.pairwise(pairs, progress=label)
             verdicts.extend(batch)
+            if anchor_work is not None and anchor_cache is not None:
+                anchor_caller = ModelCaller(
+                    backend,
+                    cache=anchor_cache,
+                    concurrency=concurrency,
+                    timeout_s=timeout_s,
+                    retry=RetryPolicy(max_attempts=max_attempts),
+                )
+                anchor_judge = Judge(anchor_caller, prompts={prompt.answer: prompt})
+                if mode == "single":
+                    anchor_batch = anchor_judge.single(
+                        anchor_work[0], progress=f"anchors with {spec}" if progress else None
+                    )
+                else:
+                    anchor_batch = anchor_judge.probability(anchor_work[0], scale=probability_scale)
+                anchor_verdicts.extend(anchor_batch)
+                anchor_calls = anchor_caller.stats.attempts
+            else:
+                anchor_calls = None
             snapshots = sorted({v.judge_snapshot for v in batch if v.judge_snapshot})
             judge_info.append(
                 {
@@ -287,11 +336,14 @@ def run_judging(
                     "input_tokens": caller.stats.input_tokens,
                     "output_tokens": caller.stats.output_tokens,
                     "statuses": dict(Counter(v.status for v in batch)),
+                    **({"anchor_calls": anchor_calls} if anchor_calls is not None else {}),
                 }
             )
             backend.close()
     finally:
         cache.close()
+        if anchor_cache is not None:
+            anchor_cache.close()
     if int(os.environ.get("RANK", "0")) != 0:
         # under `accelerate launch` every process holds all verdicts (gathered in order); rank 0 writes them
         return JudgeRunResult(out, verdicts, {})
@@ -330,6 +382,15 @@ def run_judging(
     }
     if run_config is not None:
         summary["run_config"] = run_config
+    if anchor_work is not None:
+        from echo_builder.judge.drift import ANCHORS_DIR, ANCHORS_FILE
+
+        record = {**anchor_work[1], "n_verdicts": len(anchor_verdicts)}
+        write_verdicts(anchor_verdicts, out / ANCHORS_DIR / VERDICTS_FILE, root=out)
+        write_text(out, out / ANCHORS_DIR / ANCHORS_FILE, json.dumps(record, indent=2, sort_keys=True) + "\n")
+        summary["anchors"] = {
+            k: record[k] for k in ("from_run", "from_run_id", "samples", "models", "n_verdicts")
+        }
     write_text(out, out / RUN_FILE, redact(json.dumps(summary, indent=2, sort_keys=True)) + "\n")
     # (outputs matching no sample were warned about before any call: check_output_matches; run.json counts them)
     return JudgeRunResult(out, verdicts, summary)
