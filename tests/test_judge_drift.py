@@ -16,7 +16,7 @@ from echo_builder.errors import ConfigError
 from echo_builder.judge import drift
 from echo_builder.judge.drift import DriftError, merge_runs, run_id, select_anchors
 from echo_builder.judge.leaderboard import leaderboard_from_runs
-from echo_builder.judge.validity import validity_report
+from echo_builder.judge.validity import validity_markdown, validity_report
 from echo_builder.judge.verdicts_file import read_verdicts
 from tests.helpers.benchmark import make_benchmark, make_outputs
 from tests.test_judge import BLUE, GREEN, RED, _dominant, _images
@@ -193,6 +193,8 @@ def test_changed_snapshot_is_refused_naming_the_judge_and_agreement(bench, opena
     assert (
         own["source"] == "run anchors" and own["links"][0]["judges"]["openai:judge"]["pair_agreement"] == 0.0
     )
+    assert own["links"][0]["judges"]["openai:judge"]["changed"] is True
+    assert "| yes |" in validity_markdown({**card, "anchor_drift": own})
     # a lower threshold does not rescue a judge whose every outcome flipped; threshold 0 does
     assert (
         leaderboard_from_runs([run1, run2], n_boot=50, drift_threshold=0.0).meta["drift"]["flagged"] is False

@@ -45,6 +45,7 @@ __all__ = [
     "anchor_agreement",
     "anchor_items",
     "drift_flag",
+    "judge_identity",
     "merge_runs",
     "read_anchors",
     "run_id",
@@ -303,7 +304,8 @@ class MergedRuns:
     run_meta: dict[str, Any]
 
 
-def _identity(verdicts: Sequence[Verdict], judge: str) -> tuple[list[str], list[str]]:
+def judge_identity(verdicts: Sequence[Verdict], judge: str) -> tuple[list[str], list[str]]:
+    """``(snapshots, prompt versions)`` a judge reported in ``verdicts`` (missing outputs left out), sorted."""
     own = [v for v in verdicts if v.judge == judge and v.status != "missing_output"]
     return (
         sorted({v.judge_snapshot for v in own if v.judge_snapshot}),
@@ -394,8 +396,8 @@ def merge_runs(
         agreement = anchor_agreement(verdicts[earlier], anchor_verdicts, n_boot=n_boot, seed=seed)
         rows: dict[str, Any] = {}
         for judge in judges[i]:
-            snap_old, prompt_old = _identity(verdicts[earlier], judge)
-            snap_new, prompt_new = _identity(list(verdicts[i]) + list(anchor_verdicts), judge)
+            snap_old, prompt_old = judge_identity(verdicts[earlier], judge)
+            snap_new, prompt_new = judge_identity(list(verdicts[i]) + list(anchor_verdicts), judge)
             changed = snap_old != snap_new or prompt_old != prompt_new
             row = agreement.get(judge) or {"pair_agreement": math.nan, "reason": "no anchor verdicts"}
             pa = row.get("pair_agreement", math.nan)

@@ -263,14 +263,31 @@ def _anchor_drift(
     if anchors is None:
         return {"available": False, "reason": NOT_MEASURED_DRIFT}
     record, anchor_verdicts = anchors
+    from echo_builder.judge.drift import judge_identity, run_id
+
     try:
+        # the recorded path may be relative to another working folder: the id proves it is the same run
+        if run_id(record.get("from_run", "")) != record.get("from_run_id"):
+            raise ConfigError("changed since")
         earlier = read_verdicts(record.get("from_run", ""))
     except ConfigError:
         return {
             "available": False,
-            "reason": f"not measured: the anchors' earlier run {record.get('from_run')!r} is no longer readable",
+            "reason": f"not measured: the anchors' earlier run {record.get('from_run')!r} (id "
+            f"{record.get('from_run_id')}) is no longer readable there, or changed since",
         }
     rows = anchor_agreement(earlier, anchor_verdicts, n_boot=n_boot, seed=seed)
+    later = [*read_verdicts(run_dir), *anchor_verdicts]
+    for judge, row in rows.items():
+        (snap_old, prompt_old), (snap_new, prompt_new) = (
+            judge_identity(earlier, judge),
+            judge_identity(later, judge),
+        )
+        row.update(
+            changed=snap_old != snap_new or prompt_old != prompt_new,
+            snapshots={"earlier": snap_old, "later": snap_new},
+            prompt_versions={"earlier": prompt_old, "later": prompt_new},
+        )
     return {
         "available": True,
         "reason": None,
