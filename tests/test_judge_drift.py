@@ -149,6 +149,12 @@ def test_unchanged_judge_merges_and_equals_one_run_over_all_verdicts(bench, open
     assert "## Anchor drift" in md and "| no |" in md and "Not measured: anchor drift" not in md
     assert (tmp_path / "run2" / "merged" / "plots" / "win_rates.png").is_file()
     assert not (run1 / "validity.json").exists()  # nothing written into the earlier run
+    # a rerun of the anchored run (merged/ now inside it) asks nothing again: anchors come from their own cache
+    calls = openai_server.calls
+    text = _judge(
+        bench, openai_server, bench[2], tmp_path / "run2", "--anchors", "4", "--anchor-from", str(run1)
+    )
+    assert openai_server.calls == calls and "4 samples x 2 models" in text
 
 
 def test_changed_snapshot_is_refused_naming_the_judge_and_agreement(bench, openai_server, run1, tmp_path):
