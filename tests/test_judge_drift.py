@@ -291,3 +291,48 @@ def test_anchor_agreement_values_by_hand():
     low, high = row["pearson_ci"]
     assert low <= row["pearson"] <= high <= 1.0
     assert row["pair_agreement_ci"][0] <= 2 / 3 <= row["pair_agreement_ci"][1]
+
+
+def test_probability_runs_anchor_and_merge(bench, openai_server, run1, tmp_path):
+    from tests.helpers.openai_server import Scripted
+
+    def digits(body):
+        """Expected digit rating: green 7.4, blue 5.4, red 3.4 (next-token probabilities 0.6 and 0.4)."""
+        top = {"green": 7, "blue": 5, "red": 3}[_dominant(_images(body)[-1])]
+        return Scripted(str(top), next_token_probs={str(top): 0.6, str(top + 1): 0.4})
+
+    openai_server.reply = digits
+    args = ("--mode", "probability")
+    _judge(bench, openai_server, bench[1], tmp_path / "p1", *args)
+    # an earlier run of another mode cannot anchor this one
+    with pytest.raises(AssertionError, match="is a single run; this run is probability: use one mode"):
+        _judge(
+            bench,
+            openai_server,
+            bench[2],
+            tmp_path / "p2",
+            *args,
+            "--anchors",
+            "2",
+            "--anchor-from",
+            str(run1),
+        )
+    assert not (tmp_path / "p2").exists()  # refused before the run folder was made
+    _judge(
+        bench,
+        openai_server,
+        bench[2],
+        tmp_path / "p2",
+        *args,
+        "--anchors",
+        "2",
+        "--anchor-from",
+        str(tmp_path / "p1"),
+    )
+    board = leaderboard_from_runs([tmp_path / "p1", tmp_path / "p2"], n_boot=50)
+    assert list(board.table["model"]) == ["green", "blue", "red"]
+    row = board.meta["drift"]["links"][0]["judges"]["openai:judge"]
+    assert row["n_items"] == 4 and row["pair_agreement"] == 1.0 and row["mean_shift"] == 0.0
+    assert read_verdicts(tmp_path / "p2" / "anchors")[0].rating == pytest.approx(7.4)
+    with pytest.raises(ConfigError, match="differ in mode"):
+        merge_runs([run1, tmp_path / "p2"], n_boot=20)
