@@ -336,3 +336,12 @@ def test_probability_runs_anchor_and_merge(bench, openai_server, run1, tmp_path)
     assert read_verdicts(tmp_path / "p2" / "anchors")[0].rating == pytest.approx(7.4)
     with pytest.raises(ConfigError, match="differ in mode"):
         merge_runs([run1, tmp_path / "p2"], n_boot=20)
+
+
+def test_anchor_from_a_run_whose_outputs_are_gone_fails_with_the_reason(bench, openai_server, run1, tmp_path):
+    bench[1].rename(tmp_path / "moved")
+    with pytest.raises(
+        AssertionError, match=r"--anchor-from .*run1: its outputs folder \(run.json 'outputs'"
+    ):
+        _judge(bench, openai_server, bench[2], tmp_path / "r", "--anchors", "2", "--anchor-from", str(run1))
+    assert not (tmp_path / "r").exists()

@@ -147,8 +147,16 @@ def anchor_items(earlier_run: str | Path, n: int, mode: str) -> tuple[list[Any],
     try:
         rows = {str(r.get("id")): r for r in read_config(meta["benchmark"], meta["config"])}
     except (KeyError, OSError, ValueError) as exc:
-        raise ConfigError(f"--anchor-from {folder}: cannot read its benchmark config ({exc})") from exc
-    outputs = discover_outputs(meta.get("outputs", ""))
+        raise ConfigError(
+            f"--anchor-from {folder}: cannot read its benchmark config (run.json 'benchmark', 'config'): {exc}"
+        ) from exc
+    try:
+        outputs = discover_outputs(meta.get("outputs", ""))
+    except ConfigError as exc:
+        raise ConfigError(
+            f"--anchor-from {folder}: its outputs folder (run.json 'outputs', relative paths are read from the "
+            f"current folder) cannot be read: {exc}"
+        ) from exc
     items = []
     for sample_id in samples:
         if sample_id not in rows:
