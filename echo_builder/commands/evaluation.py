@@ -24,6 +24,10 @@ from echo_builder.commands.options import (
     run_config_record,
 )
 
+#: echo_builder.judge.drift.DEFAULT_DRIFT_THRESHOLD, repeated so the CLI loads without the judge package (a test
+#: checks they are equal)
+DEFAULT_DRIFT_THRESHOLD = 0.8
+
 __all__ = ["agreement", "export_pairs", "judge", "leaderboard", "metrics", "publish_metrics"]
 
 
@@ -94,6 +98,20 @@ __all__ = ["agreement", "export_pairs", "judge", "leaderboard", "metrics", "publ
 )
 @batch_options
 @cost_options
+@click.option(
+    "--anchors",
+    type=Number(int, 1, MAX_LIMIT),
+    metavar="N",
+    help="Also re-score N samples x all models of --anchor-from's run (chosen by its id) into RUN/anchors/, with its "
+    "own cache, so `echo-bench leaderboard EARLIER RUN` can check judge drift; see docs/judging.md.",
+)
+@click.option(
+    "--anchor-from",
+    "anchor_from",
+    type=click.Path(exists=True, file_okay=False),
+    metavar="EARLIER_RUN",
+    help="The earlier judge run folder whose items --anchors re-scores (its benchmark and outputs must still exist).",
+)
 @run_config_option
 def judge(
     benchmark: str,
@@ -116,6 +134,8 @@ def judge(
     batch_poll_s: float = 30.0,
     max_cost: float | None = None,
     prices_file: str | None = None,
+    anchors: int | None = None,
+    anchor_from: str | None = None,
 ) -> None:
     """Judge model outputs on a benchmark config with one or more VLM judges.
 
@@ -145,6 +165,8 @@ def judge(
         batch_poll_s=batch_poll_s,
         max_cost_usd=max_cost,
         prices_file=prices_file,
+        anchors=anchors,
+        anchor_from=anchor_from,
     )
     s = result.summary
     if not s:  # a non-main accelerate process: rank 0 reports
@@ -159,6 +181,13 @@ def judge(
             f"  {j['spec']}: {j['calls']} calls, {j['cache_hits']} cache hits, "
             f"snapshot {', '.join(j['snapshots']) or 'not reported'}, "
             f"cost {_usd(j['cost']['usd'])}"
+        )
+    if "anchors" in s:
+        a = s["anchors"]
+        click.echo(
+            f"anchors: {len(a['samples'])} samples x {len(a['models'])} models of {a['from_run']} re-scored: "
+            f"{a['n_verdicts']} verdicts in {result.out_dir}/anchors; merge: echo-bench leaderboard "
+            f"{a['from_run']} {result.out_dir}"
         )
     click.echo(f"wrote {result.out_dir}; next: echo-bench leaderboard {result.out_dir}")
     judged = s["n_verdicts"] - s["statuses"].get("missing_output", 0)
@@ -491,7 +520,7 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
 
 
 @click.command()
-@click.argument("run", required=False, type=click.Path(exists=True))
+@click.argument("runs", nargs=-1, type=click.Path(exists=True), metavar="[RUN]...")
 @click.option(
     "--votes",
     type=click.Path(exists=True, dir_okay=False),
@@ -583,8 +612,21 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     help="Human pairwise votes (sample_id, model_a, model_b, winner) for the validity card's agreement section; "
     "RUN only.",
 )
+@click.option(
+    "--drift-threshold",
+    default=DEFAULT_DRIFT_THRESHOLD,
+    show_default=True,
+    type=Number(float, 0.0, 1.0),
+    help="Several RUNs: least anchor pair agreement (share of pseudo-pairwise outcomes the later scoring repeats) "
+    "a judge whose snapshot or prompt version changed may have; below it the merge is refused.",
+)
+@click.option(
+    "--allow-drift",
+    is_flag=True,
+    help="Several RUNs: merge despite drift or missing anchors; every output then carries a drift flag.",
+)
 def leaderboard(
-    run: str | None,
+    runs: tuple[str, ...],
     votes: str | None,
     ratings: str | None,
     example: bool,
@@ -601,8 +643,16 @@ def leaderboard(
     token_env: str | None,
     by: tuple[str, ...] = (),
     human_votes: str | None = None,
+    drift_threshold: float = DEFAULT_DRIFT_THRESHOLD,
+    allow_drift: bool = False,
 ) -> None:
-    """Rank models from a judge RUN folder, per-sample --ratings, or human pairwise --votes.
+    """Rank models from judge RUN folders, per-sample --ratings, or human pairwise --votes.
+
+    Several RUNs (one config, mode and judge set; each model in one run) are merged into one ranking only after a
+    drift check: each later RUN must hold anchors re-scored from an earlier one (judge --anchors N --anchor-from
+    EARLIER); a judge whose snapshot or prompt version changed must still agree on them (--drift-threshold), else
+    the merge is refused (--allow-drift: merged and flagged). The merged plots and validity card go to
+    LAST_RUN/merged/.
 
     Win rates with 95% intervals (bootstrap over prompts by default), Bradley-Terry ratings (Elo scale) with
     intervals, and judge failures and missing outputs beside each model. For a RUN, also writes its validity
@@ -614,8 +664,18 @@ def leaderboard(
     from echo_builder.judge.leaderboard import (
         leaderboard_from_ratings,
         leaderboard_from_run,
+        leaderboard_from_runs,
         leaderboard_from_votes,
     )
+
+    run = runs[0] if runs else None
+    merged = len(runs) > 1
+    if merged and (by or push_repo or human_votes):
+        raise click.UsageError(
+            "--by, --human and --push-to-hub take one RUN; several RUNs are ranked (merged) only"
+        )
+    if not merged and (allow_drift or drift_threshold != DEFAULT_DRIFT_THRESHOLD):
+        raise click.UsageError("--allow-drift and --drift-threshold apply to several RUNs (a merge) only")
 
     if sum(bool(x) for x in (run, votes, ratings, example)) != 1:
         raise click.UsageError("give exactly one of RUN, --votes FILE or --example, or --ratings FILE")
@@ -645,6 +705,18 @@ def leaderboard(
                 ci=ci,  # type: ignore[arg-type]
             )
             plots = Path(plots_dir) if plots_dir else None
+        elif merged:
+            board = leaderboard_from_runs(
+                runs,
+                missing=missing,  # type: ignore[arg-type]
+                n_boot=n_boot,
+                seed=seed,
+                bootstrap_judges=bootstrap_judges,
+                ci=ci,  # type: ignore[arg-type]
+                drift_threshold=drift_threshold,
+                allow_drift=allow_drift,
+            )
+            plots = Path(plots_dir) if plots_dir else Path(runs[-1]) / "merged" / "plots"
         else:
             assert run is not None
             board = leaderboard_from_run(
@@ -676,10 +748,12 @@ def leaderboard(
     if plots is not None and not plots_dir:  # RUN/plots: inside the run folder, never through a link there
         from echo_dataset.safe_io import check_inside
 
-        check_inside(run, plots)  # type: ignore[arg-type]
+        check_inside(runs[-1], plots)
     validity = None
     if run:  # computed before anything is printed or written: bad --human votes fail with one error line
-        validity = _validity(board, run, human_votes, seed=seed)
+        validity = (
+            _validity(board, run, human_votes, seed=seed) if not merged else _merged_validity(board, runs)
+        )
     _print_table(board, fmt)
     if plots is not None:
         written = board.write_plots(plots)
@@ -688,7 +762,11 @@ def leaderboard(
     if run and validity is not None:
         from echo_builder.judge.validity import write_validity
 
-        cards = write_validity(run, validity)
+        cards = (
+            write_validity(Path(runs[-1]) / "merged", validity, root=runs[-1])
+            if merged
+            else write_validity(run, validity)
+        )
         if fmt == "table":
             click.echo("validity card: " + ", ".join(str(p) for p in cards))
     if push_repo:
@@ -714,6 +792,18 @@ def _validity(board: Any, run: str, human_votes: str | None, *, seed: int) -> di
         human_votes=human_votes,
         seed=seed,
     )
+
+
+def _merged_validity(board: Any, runs: tuple[str, ...]) -> dict[str, Any]:
+    """The validity card of a merged leaderboard: all runs' verdicts, the last run's metadata, the drift check."""
+    from echo_builder.judge.validity import VALIDITY_JSON, VALIDITY_MD, validity_report
+    from echo_dataset.safe_io import check_inside
+
+    last = Path(runs[-1])
+    for name in (VALIDITY_JSON, VALIDITY_MD):
+        check_inside(last, last / "merged" / name)
+    merge = board.meta["merge"]
+    return validity_report(merge["verdicts"], board, run_meta=merge["run_meta"], drift=board.meta["drift"])
 
 
 def _push_token(repo: str | None, private: bool, token_env: str | None, *, has_verdicts: bool) -> str | None:

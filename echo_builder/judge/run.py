@@ -175,6 +175,8 @@ def run_judging(
     batch_poll_s: float = 30.0,
     max_cost_usd: float | None = None,
     prices_file: str | Path | None = None,
+    anchors: int | None = None,
+    anchor_from: str | Path | None = None,
 ) -> JudgeRunResult:
     """Judge every (sample, model) of ``config`` with every judge spec and write the run folder.
 
@@ -205,6 +207,10 @@ def run_judging(
         prices_file: a price file on top of the shipped ``echo_builder/prices.yaml``. ``run.json`` records per
             judge ``cost`` (this run's calls) and ``cost_with_cache`` (every reply used, cache hits priced as if
             paid), each ``{input_tokens, output_tokens, usd}`` with ``usd`` ``null`` for an unpriced model.
+        anchors, anchor_from: re-score ``anchors`` samples x all models of the earlier run ``anchor_from`` with
+            this run's judges into ``RUN/anchors/`` (own verdicts file and call cache; see
+            :mod:`echo_builder.judge.drift`), so ``echo-bench leaderboard EARLIER RUN`` can check judge drift.
+            Single and probability modes only; both or neither must be given.
 
     Raises:
         ConfigError: no judges, no models, unknown mode, unreadable outputs, a bad or unfitting prompt file, a bad
@@ -237,6 +243,19 @@ def run_judging(
                 + f" needs {prompt.answer!r}"
             )
         prompt = custom
+    if (anchors is None) != (anchor_from is None):
+        raise ConfigError("--anchors N and --anchor-from EARLIER_RUN go together")
+    anchor_work: tuple[list[JudgeItem], dict[str, Any]] | None = None
+    if anchors is not None and anchor_from is not None:
+        from echo_builder.judge.drift import anchor_items
+
+        if mode == "pairwise":
+            raise ConfigError(
+                "--anchors needs --mode single or probability (ratings); pairwise runs have none yet"
+            )
+        if Path(anchor_from).resolve() == Path(out_dir).resolve():
+            raise ConfigError("--anchor-from must be an earlier run, not this run's --out folder")
+        anchor_work = anchor_items(anchor_from, anchors, mode)
     all_samples = _identified(read_config(benchmark, config), f"{benchmark}/{config}")
     samples = all_samples[:limit] if limit is not None else all_samples
     outputs = discover_outputs(outputs_dir)
@@ -276,7 +295,16 @@ def run_judging(
     claim_output(
         out, "judge", signatures=((RUN_FILE, VERDICTS_FILE), "cache/calls.sqlite"), what="judge run folder"
     )
-    for name in (RUN_FILE, VERDICTS_FILE, "cache", "plots", "batches"):
+    for name in (
+        RUN_FILE,
+        VERDICTS_FILE,
+        "cache",
+        "plots",
+        "batches",
+        "anchors",
+        "anchors/cache",
+        "anchors/anchors.json",
+    ):
         check_inside(out, out / name)
     mark_output(out, "judge")
     cache = CallCache(cache_dir or out / "cache", root=None if cache_dir else out)
@@ -286,6 +314,9 @@ def run_judging(
     failures = {model: generation_failures(Path(outputs_dir) / model) for model in outputs}
     per_sample = _items(samples, outputs, failures)
     verdicts: list[Verdict] = []
+    anchor_verdicts: list[Verdict] = []
+    # the anchors' own cache: they are asked again even when --cache is the earlier run's cache
+    anchor_cache = CallCache(out / "anchors" / "cache", root=out) if anchor_work is not None else None
     judge_info: list[dict[str, Any]] = []
     started = time.time()
     try:
@@ -311,6 +342,25 @@ def run_judging(
                 pairs = [pair for items in per_sample.values() for pair in itertools.combinations(items, 2)]
                 batch = judge.pairwise(pairs, progress=label)
             verdicts.extend(batch)
+            if anchor_work is not None and anchor_cache is not None:
+                anchor_caller = ModelCaller(
+                    backend,
+                    cache=anchor_cache,
+                    concurrency=concurrency,
+                    timeout_s=timeout_s,
+                    retry=RetryPolicy(max_attempts=max_attempts),
+                )
+                anchor_judge = Judge(anchor_caller, prompts={prompt.answer: prompt})
+                if mode == "single":
+                    anchor_batch = anchor_judge.single(
+                        anchor_work[0], progress=f"anchors with {spec}" if progress else None
+                    )
+                else:
+                    anchor_batch = anchor_judge.probability(anchor_work[0], scale=probability_scale)
+                anchor_verdicts.extend(anchor_batch)
+                anchor_calls = anchor_caller.stats.attempts
+            else:
+                anchor_calls = None
             snapshots = sorted({v.judge_snapshot for v in batch if v.judge_snapshot})
             judge_info.append(
                 {
@@ -327,6 +377,7 @@ def run_judging(
                     "cost": prices.cost(spec, *caller.meter.totals(fresh=True)).to_dict(),
                     "cost_with_cache": prices.cost(spec, *caller.meter.totals()).to_dict(),
                     "price": prices.describe(spec),
+                    **({"anchor_calls": anchor_calls} if anchor_calls is not None else {}),
                 }
             )
             spread = getattr(backend, "spread", None)
@@ -335,6 +386,8 @@ def run_judging(
             backend.close()
     finally:
         cache.close()
+        if anchor_cache is not None:
+            anchor_cache.close()
     if int(os.environ.get("RANK", "0")) != 0:
         # under `accelerate launch` every process holds all verdicts (gathered in order); rank 0 writes them
         return JudgeRunResult(out, verdicts, {})
@@ -378,6 +431,15 @@ def run_judging(
         summary["run_config"] = run_config
     if batching is not None:
         summary["batch"] = {"retry": batch_retry, "checkpoints": "batches"}
+    if anchor_work is not None:
+        from echo_builder.judge.drift import ANCHORS_DIR, ANCHORS_FILE
+
+        record = {**anchor_work[1], "n_verdicts": len(anchor_verdicts)}
+        write_verdicts(anchor_verdicts, out / ANCHORS_DIR / VERDICTS_FILE, root=out)
+        write_text(out, out / ANCHORS_DIR / ANCHORS_FILE, json.dumps(record, indent=2, sort_keys=True) + "\n")
+        summary["anchors"] = {
+            k: record[k] for k in ("from_run", "from_run_id", "samples", "models", "n_verdicts")
+        }
     write_text(out, out / RUN_FILE, redact(json.dumps(summary, indent=2, sort_keys=True)) + "\n")
     # (outputs matching no sample were warned about before any call: check_output_matches; run.json counts them)
     return JudgeRunResult(out, verdicts, summary)

@@ -19,9 +19,11 @@ that says, from what the run recorded:
   with and without ties with 95% bootstrap intervals over prompts, Kendall tau-b of the model rankings);
 - the leaderboard's Bradley-Terry regularisation (virtual ties per model; 0 = plain maximum likelihood) and its
   comparison groups (models never compared, directly or through others, are not comparable);
+- anchor drift (:mod:`echo_builder.judge.drift`): for a merged leaderboard, the drift check per anchored run and
+  judge (snapshot and prompt changes, anchor Pearson r, Kendall tau-b, pair agreement and mean shift with 95%
+  bootstrap intervals, and the drift flag); for one run holding anchors, its anchor agreement;
 - what is *not measured*, said so rather than left out: agreement with community votes (echo-bench has no
-  community vote source yet) and anchor drift (needs the same anchor outputs judged again by a later judge
-  snapshot; one run cannot show it).
+  community vote source yet) and anchor drift when the run has no anchors.
 
 Rates are in [0, 1]; ``None`` in JSON (``n/a`` in Markdown) where a rate is undefined (nothing judged).
 """
@@ -59,8 +61,8 @@ NOT_MEASURED_COMMUNITY = (
     "--human are reported under human_agreement)"
 )
 NOT_MEASURED_DRIFT = (
-    "not measured: anchor drift needs fixed anchor outputs judged again by a later judge snapshot and compared; "
-    "one run holds one judging of each output, and echo-bench does not yet keep an anchor set across runs"
+    "not measured: anchor drift needs anchors, an earlier run's outputs judged again by this run's judges "
+    "(echo-bench judge --anchors N --anchor-from EARLIER_RUN); this run has none"
 )
 
 
@@ -245,6 +247,64 @@ def _human_agreement(
     }
 
 
+def _anchor_drift(
+    drift: Mapping[str, Any] | None, run_dir: str | Path | None, n_boot: int, seed: int
+) -> dict[str, Any]:
+    """The card's anchor-drift section: the merge's check, a single run's own anchors, or "not measured"."""
+    if drift is not None:
+        return {"available": True, "reason": None, "source": "merge", **drift}
+    if run_dir is None:
+        return {"available": False, "reason": NOT_MEASURED_DRIFT}
+    from echo_builder.errors import ConfigError
+    from echo_builder.judge.drift import anchor_agreement, read_anchors
+    from echo_builder.judge.verdicts_file import read_verdicts
+
+    anchors = read_anchors(run_dir)
+    if anchors is None:
+        return {"available": False, "reason": NOT_MEASURED_DRIFT}
+    record, anchor_verdicts = anchors
+    from echo_builder.judge.drift import judge_identity, run_id
+
+    try:
+        # the recorded path may be relative to another working folder: the id proves it is the same run
+        if run_id(record.get("from_run", "")) != record.get("from_run_id"):
+            raise ConfigError("changed since")
+        earlier = read_verdicts(record.get("from_run", ""))
+    except ConfigError:
+        return {
+            "available": False,
+            "reason": f"not measured: the anchors' earlier run {record.get('from_run')!r} (id "
+            f"{record.get('from_run_id')}) is no longer readable there, or changed since",
+        }
+    rows = anchor_agreement(earlier, anchor_verdicts, n_boot=n_boot, seed=seed)
+    later = [*read_verdicts(run_dir), *anchor_verdicts]
+    for judge, row in rows.items():
+        (snap_old, prompt_old), (snap_new, prompt_new) = (
+            judge_identity(earlier, judge),
+            judge_identity(later, judge),
+        )
+        row.update(
+            changed=snap_old != snap_new or prompt_old != prompt_new,
+            snapshots={"earlier": snap_old, "later": snap_new},
+            prompt_versions={"earlier": prompt_old, "later": prompt_new},
+        )
+    return {
+        "available": True,
+        "reason": None,
+        "source": "run anchors",
+        "flagged": False,
+        "problems": [],
+        "links": [
+            {
+                "run": str(run_dir),
+                "anchored_to": record.get("from_run"),
+                "n_anchor_samples": len(record.get("samples") or []),
+                "judges": rows,
+            }
+        ],
+    }
+
+
 def validity_report(
     verdicts: Sequence[Verdict],
     board: Leaderboard,
@@ -254,6 +314,7 @@ def validity_report(
     human_votes: str | Path | None = None,
     n_boot: int | None = None,
     seed: int = 0,
+    drift: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The validity card of a ranked judge run, as a JSON-ready dict (see the module docstring for each part).
 
@@ -268,6 +329,9 @@ def validity_report(
         human_votes: pairwise votes with ``sample_id``, ``model_a``, ``model_b``, ``winner`` (JSON, JSONL or CSV).
         n_boot: bootstrap replicates of the agreement intervals (default: the board's ``n_boot``).
         seed: bootstrap seed.
+        drift: the drift check of merged runs (:func:`echo_builder.judge.drift.merge_runs`' ``drift``), which fills
+            ``anchor_drift``; without it, a ``run_dir`` holding anchors whose earlier run is still readable has its
+            anchor agreement computed here (no merge check).
 
     Returns:
         A dict with ``format`` (:data:`VALIDITY_FORMAT`), ``echo_bench_version``, ``run`` (benchmark, config,
@@ -321,7 +385,9 @@ def validity_report(
             seed,
         ),
         "community_agreement": {"available": False, "reason": NOT_MEASURED_COMMUNITY},
-        "anchor_drift": {"available": False, "reason": NOT_MEASURED_DRIFT},
+        "anchor_drift": _anchor_drift(
+            drift, run_dir, n_boot if n_boot is not None else int(board.meta.get("n_boot") or 1000), seed
+        ),
         "bradley_terry": {
             "virtual_ties_per_model": prior,
             "regularised": prior > 0,
@@ -541,7 +607,7 @@ def validity_markdown(report: Mapping[str, Any]) -> str:
         "",
         _sentence(report["community_agreement"]["reason"]),
     ]
-    lines += ["", "## Anchor drift", "", _sentence(report["anchor_drift"]["reason"])]
+    lines += ["", "## Anchor drift", "", *_drift_lines(report["anchor_drift"])]
 
     bt = report["bradley_terry"]
     lines += ["", "## Bradley-Terry and comparison groups", ""]
@@ -571,6 +637,63 @@ def validity_markdown(report: Mapping[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _drift_lines(section: Mapping[str, Any]) -> list[str]:
+    """Markdown of the anchor-drift section: the flag, then one table row per anchored run and judge."""
+    from echo_builder.judge.results import _markdown_table, markdown_cell
+
+    if not section.get("available"):
+        return [_sentence(section["reason"])]
+    lines: list[str] = []
+    if section.get("flagged"):
+        lines += [
+            "**DRIFT: merged with --allow-drift despite failed checks:**",
+            "",
+            *[f"- {markdown_cell(p)}" for p in section.get("problems", [])],
+            "",
+        ]
+    elif section.get("source") == "merge":
+        lines += [
+            f"Runs merged after the drift check (threshold: anchor pair agreement >= "
+            f"{_fmt(section.get('threshold'), 'g')} for a judge whose snapshot or prompt version changed).",
+            "",
+        ]
+    rows = []
+    for link in section.get("links", []):
+        for judge, r in (link.get("judges") or {}).items():
+            rows.append(
+                [
+                    markdown_cell(f"{link.get('run')} vs {link.get('anchored_to')}"),
+                    markdown_cell(judge),
+                    "n/a" if r.get("changed") is None else ("yes" if r["changed"] else "no"),
+                    _fmt(r.get("n_items"), "d"),
+                    f"{_fmt(r.get('pearson'))} {_interval(*(r.get('pearson_ci') or [None, None]))}",
+                    f"{_fmt(r.get('kendall_tau_b'))} {_interval(*(r.get('kendall_tau_b_ci') or [None, None]))}",
+                    f"{_fmt(r.get('pair_agreement'))} {_interval(*(r.get('pair_agreement_ci') or [None, None]))}",
+                    f"{_fmt(r.get('mean_shift'), '+.3f')} {_interval(*(r.get('mean_shift_ci') or [None, None]))}",
+                ]
+            )
+    if rows:
+        lines += _markdown_table(
+            [
+                "runs (later vs earlier)",
+                "judge",
+                "changed",
+                "anchor items",
+                "Pearson r",
+                "Kendall tau-b",
+                "pair agreement",
+                "mean shift",
+            ],
+            rows,
+            [False, False, False, True, True, True, True, True],
+        )
+        lines += [
+            "",
+            "Intervals: 95% percentile bootstrap over anchor samples; mean shift = later - earlier rating.",
+        ]
+    return lines
 
 
 def write_validity(
