@@ -102,6 +102,10 @@ class BuildConfig:
             no screening, ``has_nsfw`` stays null.
         nsfw_threshold: the checker's flagging threshold in [0, 1]; ``None``: its default (NudeNet 0.6, VLM 0.5).
         nsfw_options: checker options (NudeNet: ``classes``; a VLM: its backend's options such as ``base_url``).
+        feedback_verdicts: run the optional ``feedback_verdict`` stage
+            (:mod:`echo_builder.stages.feedback_verdict`): each ``community_feedback`` item labelled positive /
+            negative / mixed / not a verdict (the build's backend, or the rules lexicon) into
+            ``OUT/stages/feedback_verdict.jsonl``. ``False`` (default): not labelled.
     """
 
     sources: Sequence[str | Path]
@@ -135,6 +139,7 @@ class BuildConfig:
     nsfw_check: Any = None
     nsfw_threshold: float | None = None
     nsfw_options: dict[str, Any] = field(default_factory=dict)
+    feedback_verdicts: bool = False
 
 
 @dataclass
@@ -286,6 +291,8 @@ def _settings(config: BuildConfig, stages: Sequence[str]) -> dict[str, Any]:
         from echo_builder.stages.safety import screening_settings
 
         settings["nsfw_check"] = screening_settings(config)
+    if config.feedback_verdicts:  # recorded only when on: a build without it keeps its build.json
+        settings["feedback_verdicts"] = True
     if config.prefilter:  # recorded only when on: builds made before the option resume as before
         settings["prefilter"] = True
     if config.hf_columns:
