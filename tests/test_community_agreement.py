@@ -118,6 +118,9 @@ def judged(tmp_path_factory):
         f"wrote {2 * N + 2} community outputs" in said
         and len(list((outputs / "community").iterdir())) == 2 * N + 2
     )
+    (outputs / "other").mkdir()  # a second model (four outputs), so that the run can be ranked
+    for name in sorted(p.name for p in (outputs / "community").iterdir())[:4]:
+        (outputs / "other" / name).write_bytes(_png((100, 100, 0)))
     run = tmp_path / "run"
     with FakeOpenAIServer(_judges) as openai_server:
         _invoke("judge", "--benchmark", str(bench), "--config", "text_to_image", "--outputs", str(outputs),
@@ -218,3 +221,19 @@ def test_auc_matches_brute_force_with_ties():
     assert every_tie["mann_whitney_p"] == 1.0
     with pytest.raises(ConfigError, match="0 disliked"):
         auc_and_pair_agreement([1.0], [])
+
+
+def test_the_validity_card_reports_it(judged, tmp_path):
+    _, _, run = _copy(judged, tmp_path)
+    _invoke("leaderboard", str(run), "--n-boot", "200", "--format", "json")
+    card = json.loads((run / "validity.json").read_text())["community_agreement"]
+    direct = community_agreement(run, n_boot=200, seed=0)
+    assert card["available"] is True and card["judges"] == direct["judges"]
+    assert card["labels"]["outputs"]["positive"] == N
+    text = (run / "validity.md").read_text()
+    section = text.split("## Agreement with the community", 1)[1].split("## Anchor drift", 1)[0]
+    assert f"liked {N} and disliked {N}" in section
+    agree = next(r for r in direct["judges"] if r["judge"] == "openai:agree80")
+    assert f"| openai:agree80 | overall | {N} | {N} | 0.800 |" in section
+    assert f"[{agree['auc_ci_low']:.3f}, {agree['auc_ci_high']:.3f}]" in section
+    assert text.count("Not measured:") == 2  # humans and anchor drift only
