@@ -89,6 +89,11 @@ def test_demo_build_labels_every_feedback_item(tmp_path):
     assert entry["items"] == 8 and entry["labeller"] == "feedback-verdict-rules-v1"
     assert entry["verdicts"] == {"positive": 1, "negative": 4, "mixed": 3, "not_a_verdict": 0}
     assert json.loads((out / "build.json").read_text())["feedback_verdicts"] is True
+    card = (out / "README.md").read_text()
+    assert (
+        "`stages/feedback_verdict.jsonl`): `feedback-verdict-rules-v1`, 8 replies: positive 1, negative 4, "
+        "mixed 3, not_a_verdict 0" in card
+    )
 
 
 def test_without_the_option_the_stage_does_not_run(tmp_path):
@@ -96,6 +101,7 @@ def test_without_the_option_the_stage_does_not_run(tmp_path):
     assert "feedback_verdict" not in [s["name"] for s in result.report["stages"]]
     assert not (tmp_path / "b" / "stages" / FEEDBACK_VERDICT_FILE).exists()
     assert "feedback_verdicts" not in json.loads((tmp_path / "b" / "build.json").read_text())
+    assert "Community verdicts" not in (tmp_path / "b" / "README.md").read_text()
 
 
 def _feedback_sample(sample_id: str, *replies: str) -> Sample:
