@@ -1,6 +1,6 @@
 """The curation pipeline: the declared stages (collect -> query -> relevance -> threads -> extract -> media ->
 roles -> templates -> screenshots -> tier -> applicability, then the optional safety stage when ``nsfw_check`` is
-set, plus any plugin stage), resumable.
+set and the optional feedback_verdict stage when ``feedback_verdicts`` is, plus any plugin stage), resumable.
 
 The stages are declared in :mod:`echo_builder.stages.registry` (one module per stage); :func:`build` runs them in
 order on one shared context and does, once for all of them, what every stage needs: each stage's files are written

@@ -257,11 +257,19 @@ def _community_agreement(
     from echo_builder.errors import EchoError
     from echo_builder.judge.community import COMMUNITY_MODEL, community_agreement
 
-    if run_dir is None or not any(v.model == COMMUNITY_MODEL and v.mode != "pairwise" for v in verdicts):
+    if not any(v.model == COMMUNITY_MODEL and v.mode != "pairwise" for v in verdicts):
         return {"available": False, "reason": NOT_MEASURED_COMMUNITY}
+    if run_dir is None:
+        return {
+            "available": False,
+            "reason": "not measured: agreement with the community needs the run folder",
+        }
+    from echo_dataset.errors import EchoDatasetError
+
     try:
         report = community_agreement(run_dir, n_boot=n_boot, seed=seed)
-    except (EchoError, OSError) as exc:  # the benchmark moved or is offline: the card still gets written
+    except (EchoError, EchoDatasetError, OSError, ValueError) as exc:
+        # the benchmark moved, is offline or damaged: the card is still written, saying why this part is missing
         return {
             "available": False,
             "reason": f"not measured: the community's verdicts could not be read ({exc})",
