@@ -26,6 +26,9 @@ from echo_builder.stages.feedback_verdict import (
 from echo_builder.stages.registry import StageContext
 from tests.test_safety_stage import _demo_config  # the demo build's config (offline, seeded media)
 
+#: SHA-256 of echo_builder/prompt_files/feedback-verdict.yaml at version feedback-verdict-v1.
+PINNED_PROMPT_SHA256 = "d0353b8b026786520844d29d78f8dbc01b22f98968370f3f727e6c9d17f8fc87"
+
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -176,3 +179,24 @@ def test_a_bad_prompt_file_is_refused(tmp_path):
     bad.write_text("format: other\n")
     with pytest.raises(ConfigError, match="is not of format"):
         load_feedback_verdict_prompt(bad)
+
+
+def test_the_prompt_file_is_pinned_to_its_version():
+    """An edit of the built-in prompt must bump its version (the version is part of every call's cache key): the
+    pinned digest fails here until both change together."""
+    import hashlib
+
+    from echo_builder.stages.feedback_verdict import FEEDBACK_VERDICT_PROMPT_FILE
+
+    digest = hashlib.sha256(FEEDBACK_VERDICT_PROMPT_FILE.read_bytes()).hexdigest()
+    assert (load_feedback_verdict_prompt().version, digest) == ("feedback-verdict-v1", PINNED_PROMPT_SHA256)
+
+
+def test_the_build_command_takes_the_flag(tmp_path):
+    from echo_builder.cli import cli
+
+    command = cli.commands["build"]
+    posts, out = str(tmp_path), str(tmp_path / "o")
+    ctx = command.make_context("build", [posts, "--out", out, "--feedback-verdicts"])
+    assert ctx.params["feedback_verdicts"] is True
+    assert command.make_context("build", [posts, "--out", out]).params["feedback_verdicts"] is False
