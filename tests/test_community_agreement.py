@@ -197,7 +197,7 @@ def test_bad_input_gets_a_clear_error(judged, tmp_path):
     with pytest.raises(ConfigError, match="no rating of the model 'people'"):
         community_agreement(run, model="people")
     (bench / "stages" / "feedback_verdict.jsonl").write_text(
-        '{"post_url": "u", "feedback": "f", "verdict": "meh"}\n'
+        '{"sample_id": "s1", "index": 0, "feedback": "f", "verdict": "meh"}\n'
     )
     with pytest.raises(ConfigError, match="line 1: unknown verdict 'meh'"):
         community_agreement(run, bench)
@@ -237,3 +237,29 @@ def test_the_validity_card_reports_it(judged, tmp_path):
     assert f"| openai:agree80 | overall | {N} | {N} | 0.800 |" in section
     assert f"[{agree['auc_ci_low']:.3f}, {agree['auc_ci_high']:.3f}]" in section
     assert text.count("Not measured:") == 2  # humans and anchor drift only
+
+
+def test_stage_labels_match_by_position_then_text():
+    from echo_builder.judge.community import _StageLabels
+
+    labels = _StageLabels(
+        [
+            {"sample_id": "a", "index": 0, "feedback": "@ben_x great", "verdict": "positive"},
+            {
+                "sample_id": "d",
+                "index": 0,
+                "feedback": "ugly",
+                "verdict": "negative",
+            },  # two samples that shared
+            {
+                "sample_id": "d",
+                "index": 0,
+                "feedback": "nice",
+                "verdict": "positive",
+            },  # id "d" before renaming
+        ]
+    )
+    assert labels.get("a", 0, "@user_1234 great") == "positive"  # a pseudonymized mention: found by position
+    assert labels.get("d", 0, "nice") == "positive" and labels.get("d", 0, "ugly") == "negative"
+    assert labels.get("d-2", 0, "ugly") == "negative"  # the renamed one: found by its text
+    assert labels.get("d", 0, "other") is None and labels.get("z", 0, "unknown") is None

@@ -99,6 +99,29 @@ def test_demo_build_labels_every_feedback_item(tmp_path):
     )
 
 
+def test_the_labels_reach_the_pseudonymized_dataset_rows(tmp_path):
+    """The dataset pseudonymizes the handles in each reply's URL, so rows are matched to the stage file by id and
+    position; the community outputs are written under the rows' ids, as `judge` expects them."""
+    from echo_builder.judge.community import community_verdicts, write_community_outputs
+
+    out = tmp_path / "b"
+    build(_demo_config(out, feedback_verdicts=True))
+    verdicts, labels = community_verdicts(out, "image_to_image")
+    assert verdicts == {
+        "echo-2f89bba4cb8dc83f": "mixed",
+        "echo-49c8175470e00e7e": "negative",
+        "echo-d4bf341beb13b332": "positive",
+    }
+    assert (labels["from_stage_file"], labels["from_rules"], labels["labeller"]) == (
+        4,
+        0,
+        "feedback-verdict-rules-v1",
+    )
+    counts = write_community_outputs(out, "image_to_image", tmp_path / "outputs")
+    assert counts == {"written": 3, "skipped": 0}
+    assert sorted(p.stem for p in (tmp_path / "outputs" / "community").iterdir()) == sorted(verdicts)
+
+
 def test_without_the_option_the_stage_does_not_run(tmp_path):
     result = build(_demo_config(tmp_path / "b"))
     assert "feedback_verdict" not in [s["name"] for s in result.report["stages"]]

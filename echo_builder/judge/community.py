@@ -19,8 +19,8 @@ replies' labels. When a judge run rated those community outputs (judged as a mod
   ``n_negative``, ``n_pairs``; the two-sided Mann-Whitney p-value against "no association".
 
 Labels come from the benchmark's ``stages/feedback_verdict.jsonl`` (a build folder made with
-``--feedback-verdicts``), matched to the rows by reply URL and text (robust to ids renamed for uniqueness); a
-reply the file lacks (or a benchmark without the file, such as a Hub dataset) is labelled by the rules lexicon,
+``--feedback-verdicts``), matched to the rows by row id and reply position (the dataset's pseudonymized URLs
+differ from the file's), else by reply text; a reply the file lacks (or a benchmark without the file, such as a Hub dataset) is labelled by the rules lexicon,
 and the report counts which labeller decided how many replies.
 """
 
@@ -132,28 +132,64 @@ def auc_and_pair_agreement(
     }
 
 
-def _stage_labels(benchmark: str | Path) -> tuple[dict[tuple[str, str], str], str | None]:
-    """``(post_url, feedback) -> verdict`` from ``<benchmark>/stages/feedback_verdict.jsonl`` (empty when the
-    benchmark has no such file), and the labeller named in its ``report.json``."""
+class _StageLabels:
+    """The labels of a build's ``stages/feedback_verdict.jsonl``, looked up per dataset reply.
+
+    A reply is found by its row id and position (``sample_id``, ``index``): the dataset pseudonymizes the handles
+    in ``post_url`` (and in mentions in the text), which the stage file, written before, keeps. Where a position is
+    ambiguous (two samples whose id was made unique after the stage) or absent, a reply whose text is in the file
+    with one verdict only is matched by text; anything else is left to the rules lexicon.
+    """
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.by_position: dict[tuple[str, int], list[tuple[str, str]]] = {}
+        self.by_text: dict[str, set[str]] = {}
+        for row in rows:
+            key = (str(row["sample_id"]), int(row["index"]))
+            self.by_position.setdefault(key, []).append((str(row["feedback"]), str(row["verdict"])))
+            self.by_text.setdefault(str(row["feedback"]), set()).add(str(row["verdict"]))
+
+    def __bool__(self) -> bool:
+        return bool(self.by_position)
+
+    def get(self, sample_id: str, index: int, feedback: str) -> str | None:
+        candidates = self.by_position.get((sample_id, index), [])
+        if len(candidates) == 1:
+            return candidates[0][1]
+        same = {verdict for text, verdict in candidates if text == feedback}
+        if len(same) == 1:
+            return same.pop()
+        by_text = self.by_text.get(feedback, set())
+        return next(iter(by_text)) if len(by_text) == 1 else None
+
+
+def _stage_labels(benchmark: str | Path) -> tuple[_StageLabels, str | None]:
+    """The labels of ``<benchmark>/stages/feedback_verdict.jsonl`` (empty when the benchmark has no such file), and
+    the labeller named in its ``report.json``.
+
+    Raises:
+        ConfigError: a line that is not a feedback-verdict record, or an unknown verdict (the line is named).
+    """
     from echo_builder.stages.feedback_verdict import FEEDBACK_VERDICT_FILE, VERDICTS
 
     path = Path(benchmark) / "stages" / FEEDBACK_VERDICT_FILE
     if not path.is_file():
-        return {}, None
-    labels: dict[tuple[str, str], str] = {}
+        return _StageLabels([]), None
+    rows: list[dict[str, Any]] = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            key, verdict = (str(row["post_url"]), str(row["feedback"])), row["verdict"]
+            record = {k: row[k] for k in ("sample_id", "index", "feedback", "verdict")}
+            int(record["index"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{path}, line {number}: not a feedback-verdict record ({exc})") from None
-        if verdict not in VERDICTS:
+            raise ConfigError(f"{path}, line {number}: not a feedback-verdict record ({exc!r})") from None
+        if record["verdict"] not in VERDICTS:
             raise ConfigError(
-                f"{path}, line {number}: unknown verdict {verdict!r}; expected one of {VERDICTS}"
+                f"{path}, line {number}: unknown verdict {record['verdict']!r}; expected one of {VERDICTS}"
             )
-        labels[key] = verdict
+        rows.append(record)
     labeller = None
     report = Path(benchmark) / "report.json"
     if report.is_file():
@@ -162,7 +198,7 @@ def _stage_labels(benchmark: str | Path) -> tuple[dict[tuple[str, str], str], st
             labeller = next((s.get("labeller") for s in stages if s.get("name") == "feedback_verdict"), None)
         except (ValueError, AttributeError):
             labeller = None
-    return labels, labeller
+    return _StageLabels(rows), labeller
 
 
 def community_verdicts(benchmark: str | Path, config: str) -> tuple[dict[str, str], dict[str, Any]]:
@@ -188,13 +224,14 @@ def community_verdicts(benchmark: str | Path, config: str) -> tuple[dict[str, st
     from_stage = from_rules = 0
     for row in read_config(benchmark, config, columns=["id", "community_feedback"]):
         labels = []
-        for item in row.get("community_feedback") or []:
-            key = (str(item.get("post_url") or ""), str(item.get("feedback") or ""))
-            if key in stage:
-                labels.append(stage[key])
+        for index, item in enumerate(row.get("community_feedback") or []):
+            text = str(item.get("feedback") or "")
+            label = stage.get(str(row["id"]), index, text) if stage else None
+            if label is not None:
+                labels.append(label)
                 from_stage += 1
             else:
-                labels.append(rules_feedback_verdict(key[1]))
+                labels.append(rules_feedback_verdict(text))
                 from_rules += 1
         verdicts[str(row["id"])] = sample_verdict(labels)
     counts = Counter(verdicts.values())

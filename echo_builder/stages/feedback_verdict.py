@@ -16,9 +16,9 @@ Discard samples are not labelled). With a model backend each item is one call wi
 :func:`rules_feedback_verdict` labels it. A failed model answer falls back to the rules label and is recorded in
 ``stages/failures.jsonl`` (``source`` says which labeller decided).
 
-``stages/feedback_verdict.jsonl`` holds one line per feedback item: ``sample_id`` (the id before duplicate ids are
-made unique: match rows by ``post_url`` and ``feedback``), ``index`` (0-based position in ``community_feedback``),
-``post_url``, ``feedback``, ``verdict`` (one of :data:`VERDICTS`), ``source`` (``rules`` or ``model``) and
+``stages/feedback_verdict.jsonl`` holds one line per feedback item: ``sample_id`` (the dataset row's id, unless
+the build made a duplicate id unique after the stage), ``index`` (0-based position in ``community_feedback``),
+``post_url`` and ``feedback`` (as the posts had them: the dataset pseudonymizes handles), ``verdict`` (one of :data:`VERDICTS`), ``source`` (``rules`` or ``model``) and
 ``error`` (the model's failure, or null). The samples and the dataset rows are unchanged.
 :func:`echo_builder.judge.community.community_agreement` reads the file to measure how a judge's ratings of the
 community's outputs agree with these verdicts (``echo-bench agreement RUN --community``).
