@@ -133,7 +133,7 @@ def test_an_80_percent_judge_reads_0_8_and_a_random_one_0_5(judged):
     rows, _, run = judged
     report = json.loads(_invoke("agreement", str(run), "--community", "--format", "json"))
     by_judge = {r["judge"]: r for r in report["judges"]}
-    assert set(by_judge) == {"openai:agree80", "openai:random"}
+    assert set(by_judge) == {"openai:agree80", "openai:random", "ensemble (mean rating)"}
     assert report["labels"] == {
         "items": 2 * N + 2, "from_stage_file": 1, "from_rules": 2 * N + 1, "labeller": "feedback-verdict-v1",
         "outputs": {"positive": N, "negative": N, "mixed": 1, "not_a_verdict": 1},
@@ -149,6 +149,10 @@ def test_an_80_percent_judge_reads_0_8_and_a_random_one_0_5(judged):
         assert row["tie_rate"] == pytest.approx(ties, abs=1e-12)
         assert row["auc_ci_low"] <= row["auc"] <= row["auc_ci_high"]
         assert row["pair_agreement_ci_low"] <= row["pair_agreement"] <= row["pair_agreement_ci_high"]
+    ensemble = by_judge["ensemble (mean rating)"]  # the mean of both judges' ratings, per output
+    mean = {v: [(r[1] + r[2]) / 2 for r in rows if r[0] == v] for v in ("positive", "negative")}
+    auc, pair, ties = _brute(mean["positive"], mean["negative"])
+    assert (ensemble["auc"], ensemble["pair_agreement"]) == pytest.approx((auc, pair), abs=1e-12)
     agree, rand = by_judge["openai:agree80"], by_judge["openai:random"]
     # the acceptance numbers: the 80% judge near 0.8, its interval holding 0.8; the random judge near 0.5
     assert agree["tie_rate"] == 0 and agree["auc"] == agree["pair_agreement"]

@@ -39,6 +39,7 @@ from echo_builder.errors import ConfigError
 
 __all__ = [
     "COMMUNITY_MODEL",
+    "ENSEMBLE",
     "auc_and_pair_agreement",
     "community_agreement",
     "community_verdicts",
@@ -47,6 +48,8 @@ __all__ = [
 
 #: The model name a run gives the community's outputs (``<outputs>/community/<sample_id>.png``).
 COMMUNITY_MODEL = "community"
+#: The row name of the judges' ensemble (each output's mean rating over the judges that rated it).
+ENSEMBLE = "ensemble (mean rating)"
 
 
 def _level_counts(pos: np.ndarray, neg: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -263,7 +266,9 @@ def community_agreement(
 
     Returns:
         ``model``, ``benchmark``, ``config``, ``labels`` (see :func:`community_verdicts`), ``n_boot``, ``seed``
-        and ``judges``: one row per (judge, criterion) with :func:`auc_and_pair_agreement`'s fields plus
+        and ``judges``: one row per (judge, criterion), and with several judges one row :data:`ENSEMBLE` per
+        criterion (each output's mean rating over the judges that rated it), with :func:`auc_and_pair_agreement`'s
+        fields plus
         ``n_unrated`` (liked or disliked outputs without an ok rating, left out), or with ``reason`` (and NaN
         numbers) when one side has no rated output. Repeated ratings of one output are averaged.
 
@@ -300,8 +305,21 @@ def community_agreement(
         per.setdefault(v.sample_id, [])
         if v.status == "ok" and v.rating is not None and math.isfinite(v.rating):
             per[v.sample_id].append(float(v.rating))
+    by_criterion: dict[str, list[dict[str, list[float]]]] = {}
+    for (_, criterion), per in sorted(ratings.items()):
+        by_criterion.setdefault(criterion, []).append(per)
+    tables = sorted(ratings.items())
+    for criterion, pers in by_criterion.items():
+        if len(pers) > 1:  # the judges' ensemble: each output's mean over the judges that rated it
+            ensemble = {
+                sample_id: [float(np.mean(p[sample_id])) for p in pers if p.get(sample_id)]
+                for sample_id in sorted({s for p in pers for s in p})
+            }
+            tables.append(
+                ((ENSEMBLE, criterion), {k: [float(np.mean(v))] if v else [] for k, v in ensemble.items()})
+            )
     rows = []
-    for (judge, criterion), per in sorted(ratings.items()):
+    for (judge, criterion), per in tables:
         pos, neg, unrated = [], [], 0
         for sample_id, verdict in labels.items():
             if verdict not in ("positive", "negative"):
