@@ -101,11 +101,17 @@ def test_built_in_stages_are_declared_in_run_order():
     # the order comes from `after`, not from which module happened to be imported first
     always = [e.name for e in STAGES.entries() if e.builtin and not e.get_field("optional")]
     assert sorted(always) == sorted(BUILT_INS)
-    # the optional built-in stages run only when a build's config enables them (safety: --nsfw-check,
-    # feedback_verdict: --feedback-verdicts), last
+    # the optional built-in stages run only when a build's config enables them (safety: --nsfw-check, then
+    # feedback_verdict: --feedback-verdicts, last; expand: --expand, between relevance and threads)
     optional = [e.name for e in STAGES.entries() if e.builtin and e.get_field("optional")]
-    assert sorted(optional) == ["feedback_verdict", "safety"]
-    assert tuple(d.name for d in builtin_order(optional=True)) == (*BUILT_INS, "safety", "feedback_verdict")
+    assert sorted(optional) == ["expand", "feedback_verdict", "safety"]
+    with_optional = list(BUILT_INS)
+    with_optional.insert(BUILT_INS.index("threads"), "expand")
+    assert tuple(d.name for d in builtin_order(optional=True)) == (
+        *with_optional,
+        "safety",
+        "feedback_verdict",
+    )
     first = builtin_order()[0]
     assert first.name == "collect" and first.after is None
     for before, after in zip(builtin_order(), builtin_order()[1:], strict=False):
@@ -380,7 +386,9 @@ def test_the_curation_docs_list_the_built_in_stages_in_run_order():
     text = (DOCS / "curation.md").read_text(encoding="utf-8")
     table = text.split("## Stages", 1)[1].split("\n\n| stage |", 1)[1].split("\n\n", 1)[0]
     rows = [line.split("|")[1].strip() for line in table.splitlines()[2:]]
-    assert tuple(rows) == (*BUILT_INS, "safety", "feedback_verdict")
+    with_optional = list(BUILT_INS)
+    with_optional.insert(BUILT_INS.index("threads"), "expand")
+    assert tuple(rows) == (*with_optional, "safety", "feedback_verdict")
     assert tuple(rows) == tuple(d.name for d in builtin_order(optional=True))
     extending = (DOCS / "extending.md").read_text(encoding="utf-8")
     assert f"| `echo_bench.stages` | {', '.join(BUILT_INS)} |" in extending
