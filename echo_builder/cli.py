@@ -2,7 +2,7 @@
 
 The group and its error handling live here; the subcommands live in :mod:`echo_builder.commands` (curation:
 ``collect``, ``build``, ``publish``, ``diff``, ``import echo2025``; model outputs: ``generate``; evaluation: ``judge``, ``leaderboard``, ``agreement``,
-``export-pairs``, ``metrics``; analysis: ``analyze``; tools: ``backends``, ``cache``, ``plugins``; the tour: ``demo``). Heavy imports happen inside the command that
+``community-outputs``, ``export-pairs``, ``metrics``; analysis: ``analyze``; tools: ``backends``, ``cache``, ``plugins``; the tour: ``demo``). Heavy imports happen inside the command that
 needs them, so ``echo-bench --help`` is instant.
 """
 
@@ -23,6 +23,7 @@ from echo_builder.commands.demo import demo
 from echo_builder.commands.estimate import estimate
 from echo_builder.commands.evaluation import (
     agreement,
+    community_outputs,
     export_pairs,
     judge,
     leaderboard,
@@ -154,6 +155,7 @@ for _command in (
     judge,
     leaderboard,
     agreement,
+    community_outputs,
     export_pairs,
     metrics,
     publish_metrics,

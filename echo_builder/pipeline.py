@@ -1,6 +1,6 @@
 """The curation pipeline: the declared stages (collect -> query -> relevance -> threads -> extract -> media ->
 roles -> templates -> screenshots -> tier -> applicability, then the optional safety stage when ``nsfw_check`` is
-set, plus any plugin stage), resumable.
+set and the optional feedback_verdict stage when ``feedback_verdicts`` is, plus any plugin stage), resumable.
 
 The stages are declared in :mod:`echo_builder.stages.registry` (one module per stage); :func:`build` runs them in
 order on one shared context and does, once for all of them, what every stage needs: each stage's files are written
@@ -102,6 +102,10 @@ class BuildConfig:
             no screening, ``has_nsfw`` stays null.
         nsfw_threshold: the checker's flagging threshold in [0, 1]; ``None``: its default (NudeNet 0.6, VLM 0.5).
         nsfw_options: checker options (NudeNet: ``classes``; a VLM: its backend's options such as ``base_url``).
+        feedback_verdicts: run the optional ``feedback_verdict`` stage
+            (:mod:`echo_builder.stages.feedback_verdict`): each ``community_feedback`` item labelled positive /
+            negative / mixed / not a verdict (the build's backend, or the rules lexicon) into
+            ``OUT/stages/feedback_verdict.jsonl``. ``False`` (default): not labelled.
         expand: run the optional ``expand`` stage (:mod:`echo_builder.stages.expand`) on these platforms (``x``,
             ``bluesky``, ``reddit``): fetch the kept posts' missing ancestors and replies before ``threads``.
             Empty (default): no request is made and the build's files are those of a build without the stage.
@@ -163,6 +167,7 @@ class BuildConfig:
     nsfw_check: Any = None
     nsfw_threshold: float | None = None
     nsfw_options: dict[str, Any] = field(default_factory=dict)
+    feedback_verdicts: bool = False
     expand: Sequence[str] = ()
     expand_depth: int = 8
     expand_max_tree: int = 500
@@ -337,6 +342,8 @@ def _settings(config: BuildConfig, stages: Sequence[str]) -> dict[str, Any]:
         from echo_builder.stages.safety import screening_settings
 
         settings["nsfw_check"] = screening_settings(config)
+    if config.feedback_verdicts:  # recorded only when on: a build without it keeps its build.json
+        settings["feedback_verdicts"] = True
     if config.expand:  # recorded only when set, as nsfw_check
         from echo_builder.stages.expand import expansion_settings
 

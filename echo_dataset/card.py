@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_TEMPLATE",
     "DEFAULT_TERMS",
     "card_context_from_report",
+    "feedback_verdict_line",
     "front_matter",
     "nsfw_line",
     "render_card",
@@ -68,8 +69,25 @@ def card_context_from_report(report: Mapping[str, Any], **extra: Any) -> dict[st
     screening = next((s for s in report.get("stages") or () if s.get("name") == "safety"), None)
     if screening is not None:  # the optional NSFW screening stage ran (build --nsfw-check)
         context["nsfw_screening"] = {k: screening.get(k) for k in ("detector", "threshold", "flagged")}
+    verdicts = next((s for s in report.get("stages") or () if s.get("name") == "feedback_verdict"), None)
+    if verdicts is not None:  # the optional community-verdict stage ran (build --feedback-verdicts)
+        context["feedback_verdicts"] = {k: verdicts.get(k) for k in ("labeller", "items", "verdicts")}
     context.update(extra)
     return context
+
+
+def feedback_verdict_line(labelled: Mapping[str, Any] | None) -> str | None:
+    """The card's provenance line for the community verdicts, e.g. ``- Community verdicts
+    (stages/feedback_verdict.jsonl): `feedback-verdict-v1`, 8 replies: positive 1, negative 4, mixed 3,
+    not_a_verdict 0``; ``None`` when the stage did not run."""
+    if not labelled:
+        return None
+    counts = ", ".join(f"{k} {v}" for k, v in (labelled.get("verdicts") or {}).items())
+    return (
+        f"- Community verdicts on the outputs (build stage `feedback_verdict`, not a dataset column: "
+        f"`stages/feedback_verdict.jsonl`): `{labelled.get('labeller') or _UNKNOWN}`, "
+        f"{labelled.get('items')} replies" + (f": {counts}" if counts else "")
+    )
 
 
 def nsfw_line(screening: Mapping[str, Any] | None) -> str | None:
@@ -256,7 +274,13 @@ def render_card(
                 else [f"- Curation cost: {_cost_line(context['cost'])}"]
             ),
             f"- echo-bench version: {context.get('package_version') or __version__}",
-            *filter(None, [nsfw_line(context.get("nsfw_screening"))]),
+            *filter(
+                None,
+                [
+                    nsfw_line(context.get("nsfw_screening")),
+                    feedback_verdict_line(context.get("feedback_verdicts")),
+                ],
+            ),
         ]
     )
     baseline = ""

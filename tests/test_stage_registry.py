@@ -101,13 +101,17 @@ def test_built_in_stages_are_declared_in_run_order():
     # the order comes from `after`, not from which module happened to be imported first
     always = [e.name for e in STAGES.entries() if e.builtin and not e.get_field("optional")]
     assert sorted(always) == sorted(BUILT_INS)
-    # the optional built-in stages run only when a build's config enables them (safety: --nsfw-check, last;
-    # expand: --expand, between relevance and threads)
+    # the optional built-in stages run only when a build's config enables them (safety: --nsfw-check, then
+    # feedback_verdict: --feedback-verdicts, last; expand: --expand, between relevance and threads)
     optional = [e.name for e in STAGES.entries() if e.builtin and e.get_field("optional")]
-    assert sorted(optional) == ["expand", "safety"]
+    assert sorted(optional) == ["expand", "feedback_verdict", "safety"]
     with_optional = list(BUILT_INS)
     with_optional.insert(BUILT_INS.index("threads"), "expand")
-    assert tuple(d.name for d in builtin_order(optional=True)) == (*with_optional, "safety")
+    assert tuple(d.name for d in builtin_order(optional=True)) == (
+        *with_optional,
+        "safety",
+        "feedback_verdict",
+    )
     first = builtin_order()[0]
     assert first.name == "collect" and first.after is None
     for before, after in zip(builtin_order(), builtin_order()[1:], strict=False):
@@ -384,7 +388,8 @@ def test_the_curation_docs_list_the_built_in_stages_in_run_order():
     rows = [line.split("|")[1].strip() for line in table.splitlines()[2:]]
     with_optional = list(BUILT_INS)
     with_optional.insert(BUILT_INS.index("threads"), "expand")
-    assert tuple(rows) == (*with_optional, "safety") == tuple(d.name for d in builtin_order(optional=True))
+    assert tuple(rows) == (*with_optional, "safety", "feedback_verdict")
+    assert tuple(rows) == tuple(d.name for d in builtin_order(optional=True))
     extending = (DOCS / "extending.md").read_text(encoding="utf-8")
     assert f"| `echo_bench.stages` | {', '.join(BUILT_INS)} |" in extending
 

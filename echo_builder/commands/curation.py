@@ -193,6 +193,14 @@ class SourcePath(click.Path):
     "(a prompt of format echo-bench-nsfw-prompt/1) and its backend's options (base_url, ...).",
 )
 @click.option(
+    "--feedback-verdicts",
+    is_flag=True,
+    help="Label each community_feedback reply's verdict on the output it answers (positive, negative, mixed, "
+    "not_a_verdict; the optional feedback_verdict stage) with the build's backend and the versioned prompt "
+    "prompt_files/feedback-verdict.yaml, or the keyword lexicon with --backend rules. Written to "
+    "OUT/stages/feedback_verdict.jsonl; read by `echo-bench agreement RUN --community`.",
+)
+@click.option(
     "--expand",
     "expand",
     multiple=True,
@@ -280,6 +288,7 @@ def build(
     batch_poll_s: float = 30.0,
     max_cost: float | None = None,
     prices_file: str | None = None,
+    feedback_verdicts: bool = False,
 ) -> None:
     """Curate posts from SOURCES (export files or folders) into benchmark samples.
 
@@ -287,7 +296,7 @@ def build(
     dumps of millions of posts. hf:<repo>[:config] loads a datasets prompt collection (see --hf-columns).
 
     Stages: collect, query, relevance, expand (only with --expand), threads, extract, media, roles, templates, screenshots, tier,
-    applicability, safety (only with --nsfw-check), and any installed plugin stage in its declared place. Writes OUT/stages/*.jsonl, OUT/report.json and the dataset itself: OUT/<config>/*.parquet
+    applicability, safety (only with --nsfw-check), feedback_verdict (only with --feedback-verdicts), and any installed plugin stage in its declared place. Writes OUT/stages/*.jsonl, OUT/report.json and the dataset itself: OUT/<config>/*.parquet
     with OUT/README.md, readable with datasets.load_dataset(OUT, "text_to_image") and ready for `publish`.
     """
     from echo_builder.pipeline import BuildConfig
@@ -337,6 +346,7 @@ def build(
         nsfw_check=nsfw_check,
         nsfw_threshold=nsfw_threshold,
         nsfw_options=parse_options(nsfw_options),
+        feedback_verdicts=feedback_verdicts,
         expand=expand,
         expand_depth=expand_depth,
         expand_max_tree=expand_max_tree,

@@ -28,7 +28,15 @@ from echo_builder.commands.options import (
 #: checks they are equal)
 DEFAULT_DRIFT_THRESHOLD = 0.8
 
-__all__ = ["agreement", "export_pairs", "judge", "leaderboard", "metrics", "publish_metrics"]
+__all__ = [
+    "agreement",
+    "community_outputs",
+    "export_pairs",
+    "judge",
+    "leaderboard",
+    "metrics",
+    "publish_metrics",
+]
 
 
 @click.command()
@@ -904,14 +912,39 @@ def _push_results(
     "text_accuracy.",
 )
 @click.option(
+    "--community",
+    is_flag=True,
+    help="With RUN: agreement of each judge's ratings of the community's outputs (the model --community-model) "
+    "with the community's verdicts in their replies (build --feedback-verdicts; else the rules lexicon): AUC and "
+    "pair agreement with 95% bootstrap intervals, n.",
+)
+@click.option(
+    "--benchmark",
+    help="--community: the benchmark build folder with the verdicts (default: the one RUN/run.json records).",
+)
+@click.option(
+    "--config", "config_name", help="--community: the config (default: the one RUN/run.json records)."
+)
+@click.option(
+    "--community-model",
+    default="community",
+    show_default=True,
+    help="--community: the model name the run gave the community's outputs (echo-bench community-outputs).",
+)
+@click.option(
     "--n-boot",
     default=1000,
     show_default=True,
     type=Number(int, 10, MAX_N_BOOT),
-    help="--metrics: bootstrap replicates of the rank-correlation intervals (resampling samples).",
+    help="--metrics: bootstrap replicates of the rank-correlation intervals (resampling samples); --community: "
+    "of the AUC and pair-agreement intervals (resampling liked and disliked outputs).",
 )
 @click.option(
-    "--seed", default=0, show_default=True, type=Number(int, 0, MAX_SEED), help="--metrics: bootstrap seed."
+    "--seed",
+    default=0,
+    show_default=True,
+    type=Number(int, 0, MAX_SEED),
+    help="--metrics, --community: bootstrap seed.",
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def agreement(
@@ -922,11 +955,23 @@ def agreement(
     n_boot: int,
     seed: int,
     fmt: str,
+    community: bool = False,
+    benchmark: str | None = None,
+    config_name: str | None = None,
+    community_model: str = "community",
 ) -> None:
     """Agreement of a judge RUN with --human votes (pair agreement with and without ties, with 95% bootstrap
-    intervals over prompts, Kendall tau-b of the model rankings, Kendall's W among the judges), or of two metrics
-    per sample: --metrics DIR --between A B (Kendall tau-b and Spearman rho with 95% bootstrap intervals over
-    samples, pooled and per model, and the pairs dropped as NaN by reason)."""
+    intervals over prompts, Kendall tau-b of the model rankings, Kendall's W among the judges), with the community's
+    verdicts on its outputs: RUN --community (AUC and pair agreement with 95% bootstrap intervals; see
+    docs/judging.md), or of two metrics per sample: --metrics DIR --between A B (Kendall tau-b and Spearman rho
+    with 95% bootstrap intervals over samples, pooled and per model, and the pairs dropped as NaN by reason)."""
+    if not community and (benchmark or config_name or community_model != "community"):
+        raise click.UsageError("--benchmark, --config and --community-model apply to --community only")
+    if community:
+        if human or metrics_dirs or between or not run:
+            raise click.UsageError("--community takes a judge RUN only (not --human, --metrics or --between)")
+        _community_agreement(run, benchmark, config_name, community_model, n_boot, seed, fmt)
+        return
     if metrics_dirs or between:
         if run or human:
             raise click.UsageError("give RUN --human FILE, or --metrics DIR --between A B, not both")
@@ -960,6 +1005,80 @@ def agreement(
         f"\nKendall's W among judges: {w['w']:.3f} (p={w['p_value']:.3g})"
         if w["reason"] is None
         else f"\nKendall's W among judges: n/a ({w['reason']})"
+    )
+
+
+def _community_agreement(
+    run: str, benchmark: str | None, config: str | None, model: str, n_boot: int, seed: int, fmt: str
+) -> None:
+    """``agreement RUN --community``: print :func:`~echo_builder.judge.community.community_agreement`."""
+    import math
+
+    from echo_builder.judge.community import community_agreement
+
+    report = community_agreement(run, benchmark, config=config, model=model, n_boot=n_boot, seed=seed)
+    if fmt == "json":
+        click.echo(_strict_json(report))
+        return
+
+    def number(value: float) -> str:
+        return f"{value:6.3f}" if math.isfinite(value) else f"{'n/a':>6}"
+
+    def interval(low: float, high: float) -> str:
+        return f"[{low:.3f}, {high:.3f}]" if math.isfinite(low) and math.isfinite(high) else "n/a"
+
+    labels = report["labels"]
+    outputs = labels["outputs"]
+    click.echo(
+        f"community verdicts on {report['config']} of {report['benchmark']} (model {report['model']!r}): "
+        f"{outputs['positive']} liked, {outputs['negative']} disliked, {outputs['mixed']} mixed, "
+        f"{outputs['not_a_verdict']} without a verdict; {labels['items']} replies labelled "
+        f"({labels['from_stage_file']} by the build's feedback_verdict stage"
+        + (f" [{labels['labeller']}]" if labels["from_stage_file"] and labels["labeller"] else "")
+        + f", {labels['from_rules']} by the rules lexicon)"
+    )
+    click.echo(
+        f"95% stratified bootstrap intervals over outputs ({report['n_boot']} replicates, seed {report['seed']})"
+    )
+    click.echo(
+        f"{'judge':<32} {'criterion':<14} {'liked':>5} {'disl.':>5} {'AUC':>6} {'95% CI':<17} "
+        f"{'pair agr.':>9} {'95% CI':<17} {'ties':>6} {'unrated':>7}"
+    )
+    for row in report["judges"]:
+        click.echo(
+            f"{row['judge'][:32]:<32} {row['criterion'][:14]:<14} {row['n_positive']:>5} {row['n_negative']:>5} "
+            f"{number(row['auc'])} {interval(row['auc_ci_low'], row['auc_ci_high']):<17} "
+            f"{number(row['pair_agreement']):>9} "
+            f"{interval(row['pair_agreement_ci_low'], row['pair_agreement_ci_high']):<17} "
+            f"{number(row['tie_rate']):>6} {row['n_unrated']:>7}"
+        )
+        if row["reason"]:
+            click.echo(f"  undefined: {row['reason']}")
+
+
+@click.command("community-outputs")
+@click.option("--benchmark", required=True, help="Benchmark folder (or Hub dataset id).")
+@click.option("--config", "config_name", required=True, help="Config whose rows' output images to write.")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Outputs folder (judge --outputs).",
+)
+@click.option(
+    "--model", default="community", show_default=True, help="Model folder name to write them under."
+)
+def community_outputs(benchmark: str, config_name: str, out_dir: str, model: str) -> None:
+    """Write the community's output image of each row (the target model's output the post showed) as
+    OUT/<model>/<sample_id>.<ext>, so that `echo-bench judge --outputs OUT` rates it beside the models' outputs
+    and `echo-bench agreement RUN --community` measures the judge against the community's verdicts."""
+    from echo_builder.judge.community import write_community_outputs
+
+    counts = write_community_outputs(benchmark, config_name, out_dir, model=model)
+    click.echo(
+        f"wrote {counts['written']} community outputs to {Path(out_dir) / model} "
+        f"({counts['skipped']} rows without a readable output image skipped)"
     )
 
 

@@ -22,8 +22,11 @@ that says, from what the run recorded:
 - anchor drift (:mod:`echo_builder.judge.drift`): for a merged leaderboard, the drift check per anchored run and
   judge (snapshot and prompt changes, anchor Pearson r, Kendall tau-b, pair agreement and mean shift with 95%
   bootstrap intervals, and the drift flag); for one run holding anchors, its anchor agreement;
-- what is *not measured*, said so rather than left out: agreement with community votes (echo-bench has no
-  community vote source yet) and anchor drift when the run has no anchors.
+- agreement with the community, when the run rated the community's own outputs (the model ``community``:
+  ``echo-bench community-outputs``): per judge, AUC and pair agreement of its ratings with the verdicts in the
+  replies, with 95% stratified bootstrap intervals (:func:`echo_builder.judge.community.community_agreement`);
+- what is *not measured*, said so rather than left out: agreement with the community when the run rated no
+  community output, and anchor drift when the run has no anchors.
 
 Rates are in [0, 1]; ``None`` in JSON (``n/a`` in Markdown) where a rate is undefined (nothing judged).
 """
@@ -57,8 +60,9 @@ VALIDITY_FORMAT = "echo-bench-validity/1"
 
 _FAILURES = ("parse_failure", "error")
 NOT_MEASURED_COMMUNITY = (
-    "not measured: echo-bench has no source of community votes on judged outputs yet (human votes given with "
-    "--human are reported under human_agreement)"
+    "not measured: the run rated no community output (write them with echo-bench community-outputs and judge "
+    "them as the model 'community' in single or probability mode; human votes given with --human are reported "
+    "under human_agreement)"
 )
 NOT_MEASURED_DRIFT = (
     "not measured: anchor drift needs anchors, an earlier run's outputs judged again by this run's judges "
@@ -305,6 +309,39 @@ def _anchor_drift(
     }
 
 
+def _community_agreement(
+    verdicts: Sequence[Verdict], run_dir: str | Path | None, n_boot: int, seed: int
+) -> dict[str, Any]:
+    """The card's community section: :func:`~echo_builder.judge.community.community_agreement` when the run rated
+    the model ``community``; else (or when the benchmark's verdicts cannot be read) not measured, with why."""
+    from echo_builder.errors import EchoError
+    from echo_builder.judge.community import COMMUNITY_MODEL, community_agreement
+
+    if not any(v.model == COMMUNITY_MODEL and v.mode != "pairwise" for v in verdicts):
+        return {"available": False, "reason": NOT_MEASURED_COMMUNITY}
+    if run_dir is None:
+        return {
+            "available": False,
+            "reason": "not measured: agreement with the community needs the run folder",
+        }
+    from echo_dataset.errors import EchoDatasetError
+
+    try:
+        report = community_agreement(run_dir, n_boot=n_boot, seed=seed)
+    except (EchoError, EchoDatasetError, OSError, ValueError) as exc:
+        # the benchmark moved, is offline or damaged: the card is still written, saying why this part is missing
+        return {
+            "available": False,
+            "reason": f"not measured: the community's verdicts could not be read ({exc})",
+        }
+    return {
+        "available": True,
+        "reason": None,
+        "interval": "95% percentile bootstrap, liked and disliked outputs resampled separately",
+        **report,
+    }
+
+
 def validity_report(
     verdicts: Sequence[Verdict],
     board: Leaderboard,
@@ -384,7 +421,9 @@ def validity_report(
             n_boot if n_boot is not None else int(board.meta.get("n_boot") or 1000),
             seed,
         ),
-        "community_agreement": {"available": False, "reason": NOT_MEASURED_COMMUNITY},
+        "community_agreement": _community_agreement(
+            verdicts, run_dir, n_boot if n_boot is not None else int(board.meta.get("n_boot") or 1000), seed
+        ),
         "anchor_drift": _anchor_drift(
             drift, run_dir, n_boot if n_boot is not None else int(board.meta.get("n_boot") or 1000), seed
         ),
@@ -601,12 +640,38 @@ def validity_markdown(report: Mapping[str, Any]) -> str:
             f"Kendall's W among the judges: {_fmt(w.get('w'))}"
             + (f" ({markdown_cell(w['reason'])})." if w.get("reason") else "."),
         ]
-    lines += [
-        "",
-        "## Agreement with the community",
-        "",
-        _sentence(report["community_agreement"]["reason"]),
-    ]
+    lines += ["", "## Agreement with the community", ""]
+    community = report["community_agreement"]
+    if not community["available"]:
+        lines.append(_sentence(community["reason"]))
+    else:
+        outputs = community["labels"]["outputs"]
+        lines += [
+            f"The run rated the community's own outputs (model `{markdown_cell(community['model'])}`); the replies "
+            f"liked {outputs['positive']} and disliked {outputs['negative']} of them ({outputs['mixed']} mixed, "
+            f"{outputs['not_a_verdict']} without a verdict). AUC: the chance a judge rates a liked output above a "
+            "disliked one (ties count 1/2; 0.5 is chance). Pair agreement: the same over the untied pairs. "
+            f"Intervals: {community['interval']}.",
+            "",
+        ]
+        lines += _markdown_table(
+            ["judge", "criterion", "liked", "disliked", "AUC", "95% CI", "pair agreement", "95% CI", "ties"],
+            [
+                [
+                    markdown_cell(r["judge"]),
+                    markdown_cell(r["criterion"]),
+                    str(r["n_positive"]),
+                    str(r["n_negative"]),
+                    _fmt(r["auc"]),
+                    _interval(r["auc_ci_low"], r["auc_ci_high"]),
+                    _fmt(r["pair_agreement"]),
+                    _interval(r["pair_agreement_ci_low"], r["pair_agreement_ci_high"]),
+                    _fmt(r["tie_rate"]),
+                ]
+                for r in community["judges"]
+            ],
+            [False, False, True, True, True, False, True, False, True],
+        )
     lines += ["", "## Anchor drift", "", *_drift_lines(report["anchor_drift"])]
 
     bt = report["bradley_terry"]

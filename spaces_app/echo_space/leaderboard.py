@@ -224,7 +224,13 @@ class RunSource:
         from echo_builder.judge.validity import validity_markdown, validity_report
         from echo_builder.judge.verdicts_file import read_verdicts
 
-        card = validity_report(read_verdicts(self.run_dir()), board, run_meta=info or None, seed=self.seed)
+        card = validity_report(
+            read_verdicts(self.run_dir()),
+            board,
+            run_meta=info or None,
+            run_dir=self.run_dir(),
+            seed=self.seed,
+        )
         paper = paper_table(board, info.get("config"))
         if not paper.empty:
             notes.append(_paper_note(info.get("config")))
