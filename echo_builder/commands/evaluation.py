@@ -84,6 +84,14 @@ __all__ = ["agreement", "export_pairs", "judge", "leaderboard", "metrics", "publ
     help="Judge prompt file (YAML) replacing the built-in prompt of --mode, e.g. to reproduce ECHO's released "
     "protocol; see docs/reproducing-echo.md.",
 )
+@click.option(
+    "--criteria",
+    metavar="NAME,NAME,...",
+    help="single mode: rate each output on these criteria in one call (one verdict per criterion; leaderboard "
+    "then gives a win rate per criterion and the criteria trade-off map). The built-in criteria prompt declares "
+    "prompt_following, input_fidelity (image-to-image only), realism, aesthetics, text; with --judge-prompt, "
+    "the criteria its file declares.",
+)
 @run_config_option
 def judge(
     benchmark: str,
@@ -101,6 +109,7 @@ def judge(
     probability_scale: str,
     limit: int | None,
     judge_prompt: str | None,
+    criteria: str | None,
 ) -> None:
     """Judge model outputs on a benchmark config with one or more VLM judges.
 
@@ -125,6 +134,7 @@ def judge(
         probability_scale=probability_scale,  # type: ignore[arg-type]
         judge_prompt=judge_prompt,
         run_config=run_config_record(),
+        criteria=criteria.split(",") if criteria is not None else None,
     )
     s = result.summary
     if not s:  # a non-main accelerate process: rank 0 reports
@@ -411,6 +421,20 @@ def _print_table(board: Any, fmt: str) -> None:
     for warning in board.meta.get("warnings", []):
         click.echo(f"\nwarning: {warning}")
     _print_tie_treatments(records)
+    from echo_builder.judge.results import criterion_columns
+
+    criteria = criterion_columns(board)
+    if criteria:
+        click.echo(
+            "\nwin rate per criterion (ties count half; the ranking above uses the mean of the criteria):"
+        )
+        click.echo(f"  {'model':<34} " + " ".join(f"{c[:16]:>16}" for c in criteria))
+        for r in records:
+            cells = (r[f"win_rate_{c}"] for c in criteria)
+            click.echo(
+                f"  {r['model'][:34]:<34} "
+                + " ".join(f"{v:16.3f}" if v is not None else f"{'n/a':>16}" for v in cells)
+            )
     if board.failures is not None:
         failed = board.failures[board.failures["judge_failures"] + board.failures["missing_output"] > 0]
         if not failed.empty:
@@ -534,6 +558,12 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     help="Human pairwise votes (sample_id, model_a, model_b, winner) for the validity card's agreement section; "
     "RUN only.",
 )
+@click.option(
+    "--criterion",
+    metavar="NAME",
+    help="A per-criterion RUN (judge --criteria): rank on this criterion alone (default: the mean of the criteria, "
+    "with a win rate per criterion beside it).",
+)
 def leaderboard(
     run: str | None,
     votes: str | None,
@@ -552,6 +582,7 @@ def leaderboard(
     token_env: str | None,
     by: tuple[str, ...] = (),
     human_votes: str | None = None,
+    criterion: str | None = None,
 ) -> None:
     """Rank models from a judge RUN folder, per-sample --ratings, or human pairwise --votes.
 
@@ -570,6 +601,8 @@ def leaderboard(
 
     if sum(bool(x) for x in (run, votes, ratings, example)) != 1:
         raise click.UsageError("give exactly one of RUN, --votes FILE or --example, or --ratings FILE")
+    if criterion is not None and (not run or by):
+        raise click.UsageError("--criterion applies to a judge RUN's leaderboard only")
     if human_votes and (not run or by):
         raise click.UsageError("--human applies to a judge RUN's leaderboard (its validity card) only")
     if by:
@@ -605,6 +638,7 @@ def leaderboard(
                 seed=seed,
                 bootstrap_judges=bootstrap_judges,
                 ci=ci,  # type: ignore[arg-type]
+                criterion=criterion,
             )
             plots = Path(plots_dir) if plots_dir else Path(run) / "plots"
     else:
