@@ -138,6 +138,7 @@ def test_criteria_run_gives_per_criterion_win_rates_and_a_criteria_tradeoff_map(
 
     text = _run("leaderboard", str(out), "--n-boot", "50")
     assert "win rate per criterion" in text and "input_fidelity" in text
+    assert (out / "plots" / "tradeoff.png").stat().st_size > 1000  # the criteria x criteria map
     markdown = _run("leaderboard", str(out), "--n-boot", "50", "--format", "markdown")
     assert "| green | 1.000 | 0.000 | 0.417 | 0.417 | 0.500 |" in markdown
     records = json.loads(_run("leaderboard", str(out), "--n-boot", "50", "--format", "json"))
