@@ -156,7 +156,13 @@ class Leaderboard:
             from echo_builder.stats import plot_tradeoff_heatmap
 
             written.append(
-                plot_tradeoff_heatmap(self.tradeoff, folder / "tradeoff.png", title="Trade-offs (TRIG)")
+                plot_tradeoff_heatmap(
+                    self.tradeoff,
+                    folder / "tradeoff.png",
+                    title="Trade-offs between criteria (TRIG)"
+                    if len(self.meta.get("criteria", [])) > 1
+                    else "Trade-offs (TRIG)",
+                )
             )
         return written
 
