@@ -95,7 +95,8 @@ def test_criteria_run_gives_per_criterion_win_rates_and_a_criteria_tradeoff_map(
 ):
     openai_server.reply = criteria_judge
     out = tmp_path / "run"
-    _run(*_args(bench, openai_server, out, "--criteria", ",".join(ALL)))
+    shown = _run(*_args(bench, openai_server, out, "--criteria", ",".join(ALL)))
+    assert f"criteria (one verdict each per output): {', '.join(ALL)}" in shown
     assert openai_server.calls == 12  # one call per output, every criterion in it
     verdicts = read_verdicts(out)
     assert len(verdicts) == 60 and {v.status for v in verdicts} == {"ok"}

@@ -144,6 +144,8 @@ def judge(
         f"{s['n_verdicts']} verdicts in {s['wall_time_s']:.1f} s"
     )
     click.echo("statuses: " + ", ".join(f"{k}={v}" for k, v in sorted(s["statuses"].items())))
+    if s.get("criteria"):
+        click.echo(f"criteria (one verdict each per output): {', '.join(s['criteria'])}")
     for j in s["judges"]:
         click.echo(
             f"  {j['spec']}: {j['calls']} calls, {j['cache_hits']} cache hits, "
