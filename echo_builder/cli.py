@@ -1,7 +1,7 @@
 """The ``echo-bench`` command line.
 
 The group and its error handling live here; the subcommands live in :mod:`echo_builder.commands` (curation:
-``collect``, ``build``, ``publish``, ``import echo2025``; model outputs: ``generate``; evaluation: ``judge``, ``leaderboard``, ``agreement``,
+``collect``, ``build``, ``publish``, ``diff``, ``import echo2025``; model outputs: ``generate``; evaluation: ``judge``, ``leaderboard``, ``agreement``,
 ``export-pairs``, ``metrics``; analysis: ``analyze``; tools: ``backends``, ``cache``, ``plugins``; the tour: ``demo``). Heavy imports happen inside the command that
 needs them, so ``echo-bench --help`` is instant.
 """
@@ -18,8 +18,9 @@ from echo_builder import __version__
 from echo_builder.commands.analysis import analyze
 from echo_builder.commands.backends import backends, cache
 from echo_builder.commands.collect import collect
-from echo_builder.commands.curation import build, publish
+from echo_builder.commands.curation import build, diff, publish
 from echo_builder.commands.demo import demo
+from echo_builder.commands.estimate import estimate
 from echo_builder.commands.evaluation import (
     agreement,
     export_pairs,
@@ -148,6 +149,7 @@ for _command in (
     collect,
     build,
     publish,
+    diff,
     import_group,
     judge,
     leaderboard,
@@ -159,6 +161,7 @@ for _command in (
     generate,
     plugins,
     analyze,
+    estimate,
 ):
     cli.add_command(_command)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "BackendError",
+    "BudgetExceededError",
     "ConfigError",
     "EchoError",
     "ImageError",
@@ -103,3 +104,20 @@ class StructuredOutputError(EchoError, ValueError):
         self.raw_text = raw_text
         preview = raw_text if len(raw_text) <= 200 else raw_text[:200] + "..."
         super().__init__(f"model reply does not match the expected schema: {reason}; reply was: {preview!r}")
+
+
+class BudgetExceededError(EchoError):
+    """The next model call would take the run past its ``--max-cost`` budget; no further call is sent.
+
+    Every reply received before is stored in the call cache, so the same command with a higher ``--max-cost``
+    (and ``--resume`` for a build) continues where this one stopped, repeating no paid call.
+
+    Attributes:
+        max_usd: the budget in US dollars.
+        spent_usd: dollars spent by this run's calls so far (settled with the tokens each reply reported).
+    """
+
+    def __init__(self, message: str, *, max_usd: float, spent_usd: float) -> None:
+        super().__init__(message)
+        self.max_usd = max_usd
+        self.spent_usd = spent_usd

@@ -102,6 +102,34 @@ class BuildConfig:
             no screening, ``has_nsfw`` stays null.
         nsfw_threshold: the checker's flagging threshold in [0, 1]; ``None``: its default (NudeNet 0.6, VLM 0.5).
         nsfw_options: checker options (NudeNet: ``classes``; a VLM: its backend's options such as ``base_url``).
+        expand: run the optional ``expand`` stage (:mod:`echo_builder.stages.expand`) on these platforms (``x``,
+            ``bluesky``, ``reddit``): fetch the kept posts' missing ancestors and replies before ``threads``.
+            Empty (default): no request is made and the build's files are those of a build without the stage.
+        expand_depth: rounds of expansion (>= 1; round ``r + 1`` expands the posts round ``r`` found).
+        expand_max_tree: the most posts expansion adds to one conversation (>= 1).
+        expand_max_requests: the most pages fetched per platform (cached pages included); ``None``: no limit.
+        expand_options: ``archive`` (X full-archive search for the conversation searches), ``base_url`` (another
+            API host), and the waits of :class:`echo_builder.collect.core.Collector` (``max_wait_s``,
+            ``max_attempts``, ``max_rate_limited``; tests inject ``sleep`` and ``clock``).
+        batch: send the model calls the cache cannot answer through the OpenAI Batch API (``openai:`` backends;
+            :mod:`echo_builder.backends.batch`), checkpointing batch ids in ``OUT/batches``. The stage files equal
+            an online build's for the same replies; a build may switch between batch and online when resumed.
+        batch_retry: ``online``, ``batch`` or ``none``: what happens to lines a batch failed transiently.
+        batch_poll_s: seconds before the first status check of a batch (then doubling up to 10 minutes).
+        max_cost_usd: ``--max-cost``: the model calls this invocation sends may cost at most this many US dollars
+            (:class:`~echo_builder.backends.spend.Budget`); the call that would pass it stops the build with
+            :class:`~echo_builder.errors.BudgetExceededError`, every reply so far kept for ``resume``. ``None``: no
+            cap. Ignored by the ``rules`` backend (it makes no call).
+        prices_file: a price file whose entries replace or add to the shipped ``echo_builder/prices.yaml``
+            (:func:`echo_builder.prices.load_prices`).
+        previous: refresh this earlier version (a dataset or build folder, or a Hub dataset id): published samples
+            keep their ids, previous samples outside the new collection window are carried over unchanged, and
+            what was removed is recorded with its reason in ``OUT/changes.json`` (see :mod:`echo_builder.refresh`).
+        version: the dataset's version ``MAJOR.MINOR.PATCH``, written into the card; default with ``previous``:
+            the previous card's version with the minor number bumped (``1.0.0`` when it has none); default
+            without: none (the card has no Version section).
+        takedowns: a file of sample ids or post ids (one a line) to remove (reason ``takedown``); with
+            ``previous`` or without.
     """
 
     sources: Sequence[str | Path]
@@ -135,6 +163,19 @@ class BuildConfig:
     nsfw_check: Any = None
     nsfw_threshold: float | None = None
     nsfw_options: dict[str, Any] = field(default_factory=dict)
+    expand: Sequence[str] = ()
+    expand_depth: int = 8
+    expand_max_tree: int = 500
+    expand_max_requests: int | None = 1000
+    expand_options: dict[str, Any] = field(default_factory=dict)
+    batch: bool = False
+    batch_retry: str = "online"
+    batch_poll_s: float = 30.0
+    max_cost_usd: float | None = None
+    prices_file: str | Path | None = None
+    previous: str | Path | None = None
+    version: str | None = None
+    takedowns: str | Path | None = None
 
 
 @dataclass
@@ -199,7 +240,17 @@ def _prepare_out(config: BuildConfig, stages: Sequence[str]) -> _Folder:
     previous = claim_output(
         out, "build", signatures=BUILD_SIGNATURES, allowed=SEEDED_ENTRIES, what="build folder"
     )
-    for name in ("stages", "cache", "media", NEXT_DIR, "build.json", "report.json", "README.md"):
+    for name in (
+        "stages",
+        "cache",
+        "media",
+        "expand",
+        NEXT_DIR,
+        "build.json",
+        "report.json",
+        "README.md",
+        "batches",
+    ):
         check_inside(out, out / name)
     settings = _settings(config, stages)
     recorded = out / "build.json"
@@ -286,10 +337,17 @@ def _settings(config: BuildConfig, stages: Sequence[str]) -> dict[str, Any]:
         from echo_builder.stages.safety import screening_settings
 
         settings["nsfw_check"] = screening_settings(config)
+    if config.expand:  # recorded only when set, as nsfw_check
+        from echo_builder.stages.expand import expansion_settings
+
+        settings["expand"] = expansion_settings(config)
     if config.prefilter:  # recorded only when on: builds made before the option resume as before
         settings["prefilter"] = True
     if config.hf_columns:
         settings["hf_columns"] = dict(config.hf_columns)
+    for key in ("previous", "version", "takedowns"):  # recorded only when set (a refresh, see refresh.py)
+        if getattr(config, key) is not None:
+            settings[key] = str(getattr(config, key))
     if list(stages) != [d.name for d in builtin_order(config)]:
         settings["stages"] = list(stages)
     return settings
@@ -329,7 +387,11 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         )
     if config.salt_file is not None:
         _salt(config, None)  # a bad salt file fails before anything is written
-    caller = _caller(config)
+    from echo_builder.prices import load_prices
+
+    prices = load_prices(config.prices_file)  # a bad price file fails before anything is written
+    refresh = _refresh_inputs(config)  # an unreadable previous version or takedown file: before any write
+    caller = _caller(config, prices)
     folder = _prepare_out(config, [d.name for d in stages])
     out, stages_dir = folder.out, folder.stages
     salt = _salt(config, out)
@@ -340,6 +402,10 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         cache = caller.cache = CallCache(
             config.cache_dir or out / "cache", root=None if config.cache_dir else out
         )
+        if config.batch:
+            from echo_builder.backends.batch import batch_settings
+
+            caller.batch = batch_settings(out, retry=config.batch_retry, poll_s=config.batch_poll_s)  # type: ignore[arg-type]
     context = StageContext(
         config=config,
         out=out,
@@ -352,6 +418,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     try:
         for definition in stages:
             started = time.perf_counter()
+            used_before = caller.meter.snapshot() if caller is not None else {}
             try:
                 output = _run_stage(definition, context)
             except NoPostsError:
@@ -369,6 +436,10 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
                 if name in output.files:
                     _write_jsonl(out, stages_dir / name, output.files[name])
             entry = {"name": definition.name, **output.report}
+            if caller is not None and definition.calls_model:
+                # tokens of the replies this stage used, cache hits included: the same on a resumed build
+                used = caller.meter.since(used_before)
+                entry["cost"] = prices.cost(caller.backend.backend_id, *used).to_dict()
             entries.append(entry)
             timings[definition.name] = round(time.perf_counter() - started, 3)
             if on_stage is not None:
@@ -404,16 +475,44 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
         "versions": versions,
         "stages": entries,
     }
+    if caller is not None:
+        report["cost"] = _cost_summary(caller, prices)
     if duplicate_notes:
         report["duplicate_ids"] = duplicate_notes
+    expanded = next((e for e in entries if e["name"] == "expand"), None)
+    if expanded is not None:  # --expand: the posts fetched from the platforms, apart from those in the files
+        from echo_builder.stages.expand import EXPANSION_FIELDS
+
+        report["expansion"] = {key: expanded[key] for key in EXPANSION_FIELDS}
     # the dataset first (its files are all renamed into place together), then the report and the stage files:
     # until the dataset is written, a rebuild has changed none of a finished build's files
-    _write_dataset(config, out, samples, report, salt=salt, identifiers=author_identifiers(context.posts))
+    changes = None
+    if refresh is not None:
+        changes = _apply_refresh(refresh, samples, context.posts)
+        report["refresh"] = {k: changes[k] for k in ("version", "previous", "window", "counts")}
+    _write_dataset(
+        config,
+        out,
+        [s for s in samples if changes is None or s.id in changes["_keep"]],
+        report,
+        salt=salt,
+        identifiers=author_identifiers(context.posts),
+        changes=changes,
+    )
+    if changes is not None:
+        _write_json(
+            out / "changes.json", {k: v for k, v in changes.items() if not k.startswith("_")}, root=out
+        )
     _write_json(out / REPORT_FILE, report, root=out)
     _commit(folder)
     stats: dict[str, Any] = {"wall_time_s": timings, **context.run_stats}
     if caller is not None:
         stats["model_calls"] = vars(caller.stats)
+        # what this invocation's own calls cost (a resumed build pays only for the calls it repeats)
+        spent = prices.cost(caller.backend.backend_id, *caller.meter.totals(fresh=True))
+        stats["spent"] = spent.to_dict()
+        if caller.budget is not None:
+            stats["budget"] = caller.budget.summary()
     _write_json(out / "run_stats.json", stats, root=out)
     mark_output(out, "build", complete=True)
     return BuildResult(out, samples, context.trees, report)
@@ -510,10 +609,12 @@ def _write_dataset(
     *,
     salt: str,
     identifiers: Sequence[str] = (),
+    changes: dict[str, Any] | None = None,
 ) -> None:
     """The hub-shaped folder in ``out`` itself (``<config>/test-*.parquet`` + README card), so
     ``load_dataset(out, "text_to_image")`` and ``echo-bench publish out`` work directly. ``salt`` and
-    ``identifiers`` (the input's authors) go to the pseudonymization."""
+    ``identifiers`` (the input's authors) go to the pseudonymization; ``changes`` (a refresh) adds the carried
+    rows of the previous version and the card's Version section."""
     from echo_builder.dataset_rows import rows_by_config
     from echo_dataset.card import card_context_from_report
     from echo_dataset.writer import DEFAULT_MAX_SHARD_BYTES, write_hub_folder
@@ -521,6 +622,20 @@ def _write_dataset(
     store_root = Path(config.media_store) if config.media_store else out / "media"
     grouped, dropped = rows_by_config(samples, media_root=store_root)
     context = card_context_from_report(report, dropped=dropped, license=config.license)
+    carried = None
+    if changes is not None:
+        from echo_builder.refresh import carried_rows
+
+        carried = carried_rows(changes["previous"]["source"], changes["carried"])
+        context |= {
+            "version": changes["version"],  # None: no Version section (a takedown file alone)
+            "previous_source": changes["previous"]["source"] if changes["previous"]["source"] else None,
+            "previous_version": changes["previous"]["version"],
+            "changes": changes["counts"],
+        }
+        # a refresh's card shows this collection window, not the span of the rows it carried over
+        if changes["window"] and changes["previous"]["source"]:
+            context["collection_window"] = tuple(changes["window"])
     write_hub_folder(
         grouped,
         out,
@@ -530,12 +645,106 @@ def _write_dataset(
         salt=salt,
         identifiers=identifiers,
         max_shard_bytes=config.max_shard_bytes or DEFAULT_MAX_SHARD_BYTES,
+        carried=carried,
     )
 
 
-def _caller(config: BuildConfig) -> Any:
+def _cost_summary(caller: Any, prices: Any) -> dict[str, Any]:
+    """``report.json``'s ``cost``: tokens and USD of every reply the build used (cache hits priced as if paid,
+    so a resumed build reports what building from scratch costs) and the price entry applied."""
+    model = caller.backend.backend_id
+    total = prices.cost(model, *caller.meter.totals())
+    return {
+        "currency": "USD",
+        **total.to_dict(),
+        "price": prices.describe(model),
+        "note": "list prices as of the price entry's date; cache hits are priced as if paid",
+    }
+
+
+@dataclass
+class _RefreshInputs:
+    previous: Any  # echo_builder.refresh.Previous, or None for a first build (--version or --takedowns alone)
+    version: str | None
+    takedowns: frozenset[str]
+
+
+def _refresh_inputs(config: BuildConfig) -> _RefreshInputs | None:
+    """Read ``config.previous`` and the takedown file and fix the version; ``None`` for a plain build.
+
+    Raises:
+        ConfigError: an unreadable previous version or takedown file, or a malformed version.
+    """
+    if config.previous is None and config.version is None and config.takedowns is None:
+        return None
+    from echo_builder.refresh import read_previous, read_takedowns
+    from echo_dataset.errors import EchoDatasetError
+    from echo_dataset.versioning import bump_minor, check_version
+
+    if config.previous is not None and Path(config.previous).resolve() == Path(config.out_dir).resolve():
+        raise ConfigError(
+            f"--previous {config.previous} is the build folder itself; write the new version to another --out"
+        )
+    previous = read_previous(config.previous) if config.previous is not None else None
+    if previous is not None and config.pseudonymize and _unpseudonymized(Path(config.previous)):
+        raise ConfigError(
+            f"--previous {config.previous} was built with --no-pseudonymize: its rows would be carried over into a "
+            "dataset marked pseudonymized; rebuild it with pseudonymization, or build this version with "
+            "--no-pseudonymize too"
+        )
+    try:
+        if config.version is not None:
+            version: str | None = check_version(config.version)
+        else:  # a takedown file alone versions nothing
+            version = bump_minor(previous.version) if previous is not None else None
+    except EchoDatasetError as exc:
+        raise ConfigError(f"--version: {exc}") from None
+    return _RefreshInputs(previous, version, read_takedowns(config.takedowns))
+
+
+def _unpseudonymized(folder: Path) -> bool:
+    """Whether a Parquet file of the local dataset ``folder`` records ``pseudonymized: false`` (a Hub id: no)."""
+    import pyarrow.parquet as pq
+
+    from echo_dataset import SPLIT
+    from echo_dataset.writer import ECHO_METADATA_KEY
+
+    for file in sorted(folder.glob(f"*/{SPLIT}-*.parquet")) if folder.is_dir() else ():
+        meta = pq.read_schema(file).metadata or {}
+        if json.loads(meta.get(ECHO_METADATA_KEY, b"{}")).get("pseudonymized") is False:
+            return True
+    return False
+
+
+def _apply_refresh(
+    refresh: _RefreshInputs, samples: Sequence[Sample], posts: Sequence[Any]
+) -> dict[str, Any]:
+    """``changes.json``'s content for this build (plus ``_keep``, the ids of the new samples to write)."""
+    from echo_builder.dataset_rows import route
+    from echo_builder.refresh import Previous, gone_post_ids, plan_refresh
+
+    times = sorted(p.created_at for p in posts if getattr(p, "created_at", None) is not None)
+    previous = refresh.previous or Previous("", {}, {}, None)
+    plan = plan_refresh(
+        previous,
+        [(s.id, route(s), s.source_post_ids) for s in samples],
+        collected_post_ids=[p.id for p in posts],
+        gone_post_ids=gone_post_ids(posts),
+        window=(times[0], times[-1]) if times else None,
+        takedowns=refresh.takedowns,
+        version=refresh.version,
+    )
+    changes = dict(plan.changes)
+    if refresh.previous is None:
+        changes["previous"] = {"source": None, "version": None}
+    changes["_keep"] = plan.keep_new | {s.id for s in samples if route(s) is None}
+    return changes
+
+
+def _caller(config: BuildConfig, prices: Any = None) -> Any:
     """The model caller for ``config.backend`` (``None`` for rules); its cache is attached once the folder exists.
-    The call limits are checked first, for every backend (a bad number fails before anything is written)."""
+    The call limits are checked first, for every backend (a bad number fails before anything is written); with
+    ``config.max_cost_usd`` it gets a :class:`~echo_builder.backends.spend.Budget` on ``prices``."""
     from echo_builder.backends.caller import check_call_limits
 
     check_call_limits(
@@ -544,16 +753,33 @@ def _caller(config: BuildConfig) -> Any:
     if config.backend.strip() == "rules":
         if config.backend_options:
             raise ConfigError(f"the rules backend takes no options, got {sorted(config.backend_options)}")
+        if config.batch:
+            raise ConfigError(
+                "--batch needs an openai: backend (an OpenAI-compatible server with the Batch API); the rules "
+                "backend calls no model. Run it without --batch."
+            )
         return None
     from echo_builder.backends import create_backend
     from echo_builder.backends.caller import ModelCaller, RetryPolicy
 
+    budget = None
+    if config.max_cost_usd is not None:
+        from echo_builder.backends.spend import Budget
+        from echo_builder.prices import load_prices
+
+        budget = Budget(config.max_cost_usd, prices or load_prices(), config.backend.strip())
     backend = create_backend(config.backend, **config.backend_options)
+    if config.batch:
+        from echo_builder.backends.batch import batch_settings, check_batchable
+
+        check_batchable(backend)
+        batch_settings(".", retry=config.batch_retry, poll_s=config.batch_poll_s)  # type: ignore[arg-type]  # checks the values
     return ModelCaller(
         backend,
         concurrency=config.concurrency,
         timeout_s=config.timeout_s,
         retry=RetryPolicy(max_attempts=config.max_attempts),
+        budget=budget,
     )
 
 

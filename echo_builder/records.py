@@ -296,7 +296,10 @@ class Verdict(_Record):
         criterion: what was judged (``overall``, ``text_rendering``, ...).
         prompt_version: version of the judge prompt template.
         input_tokens, output_tokens: token usage reported by the backend.
-        latency_s: wall time of the original call in seconds (a cache hit keeps the original time).
+        latency_s: wall time of the original call in seconds (a cache hit keeps the original time); 0.0 for a call
+            answered through the Batch API (``--batch``), which has no per-call wall time.
+        replica: the replica (base URL) that answered when the judge spread its calls over several
+            (``--base-url`` given more than once); ``None`` otherwise.
     """
 
     sample_id: str
@@ -319,6 +322,7 @@ class Verdict(_Record):
     input_tokens: int | None = None
     output_tokens: int | None = None
     latency_s: float | None = None
+    replica: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Verdict:

@@ -77,6 +77,14 @@ class EchoBench(datasets.GeneratorBasedBuilder):
         if not self.config.data_dir:
             raise InvalidHubFolderError("EchoBench needs data_dir= the curation build folder")
         build = Path(self.config.data_dir)
+        if (build / "changes.json").is_file():
+            # a refresh (build --previous / --takedowns): the stage files hold this window's curation only, without
+            # the rows carried over and with the samples a takedown withheld
+            raise InvalidHubFolderError(
+                f"{build} is a refreshed build (it has changes.json): its stage files are not the dataset; load "
+                f"its Parquet files instead (datasets.load_dataset({str(build)!r}, config) or "
+                "echo_dataset.load_config)"
+            )
         media = Path(self.config.media_root) if self.config.media_root else build / "media"
         return [
             datasets.SplitGenerator(

@@ -30,6 +30,7 @@ __all__ = [
     "front_matter",
     "nsfw_line",
     "render_card",
+    "version_section",
 ]
 
 DEFAULT_TEMPLATE = Path(__file__).resolve().parent / "templates" / "echo_card.md.tmpl"
@@ -62,6 +63,7 @@ def card_context_from_report(report: Mapping[str, Any], **extra: Any) -> dict[st
         "stages": [
             {k: s.get(k) for k in ("name", "in", "out", "failures")} for s in report.get("stages") or ()
         ],
+        "cost": report.get("cost"),
     }
     screening = next((s for s in report.get("stages") or () if s.get("name") == "safety"), None)
     if screening is not None:  # the optional NSFW screening stage ran (build --nsfw-check)
@@ -105,6 +107,8 @@ def front_matter(
         "task_categories": ["text-to-image", "image-to-image"],
         "tags": ["benchmark", "image-generation", "image-editing", "echo-bench"],
     }
+    if context.get("version"):  # a versioned (refreshed) build, see echo_dataset.versioning
+        meta["version"] = str(context["version"])
     if declared:
         meta["configs"] = [
             {"config_name": c, "data_files": [{"split": SPLIT, "path": f"{c}/{SPLIT}-*.parquet"}]}
@@ -138,6 +142,58 @@ def _window(context: Mapping[str, Any]) -> str:
     return _UNKNOWN
 
 
+def _cost_line(cost: Mapping[str, Any]) -> str:
+    """The card's "Curation cost" text from ``report.json``'s ``cost``."""
+    tokens = f"{cost.get('input_tokens', 0):,} input and {cost.get('output_tokens', 0):,} output tokens"
+    price = cost.get("price") or {}
+    if cost.get("usd") is None or not price:
+        return f"not priced (no price for the backend's model); {tokens}"
+    return (
+        f"{cost['usd']:.2f} USD for {tokens}, at the list prices of `{price.get('entry')}` as of "
+        f"{price.get('date')} ({price.get('source')})"
+    )
+
+
+def version_section(context: Mapping[str, Any]) -> str | None:
+    """The card's "Version" section of a versioned build (``context["version"]``), else ``None``.
+
+    ``context`` keys read: ``version`` (``X.Y.Z``), ``collection_window``, ``previous_version`` and
+    ``previous_source`` (the dataset refreshed), ``changes`` (``{added, kept, carried, removed}`` counts and
+    ``removed_by_reason``, as ``changes.json`` of ``build --previous`` holds them).
+    """
+    version = context.get("version")
+    if not version:
+        return None
+    lines = ["## Version", "", f"Version **{version}**, posts collected {_window(context)}."]
+    if context.get("previous_source"):
+        lines[-1] += (
+            f" Refreshed from `{context['previous_source']}`"
+            + (f" (version {context['previous_version']})" if context.get("previous_version") else "")
+            + ": sample ids are hashes of their source post ids, so a sample keeps its id across versions."
+        )
+    changes = context.get("changes")
+    if changes:
+        lines += [
+            "",
+            _table(
+                ("samples", "count"),
+                [
+                    ("added (new in this collection window)", changes.get("added")),
+                    ("kept (found again, rebuilt)", changes.get("kept")),
+                    ("carried over unchanged (outside this window)", changes.get("carried")),
+                    ("removed", changes.get("removed")),
+                ],
+            ),
+        ]
+        reasons = changes.get("removed_by_reason") or {}
+        if reasons:
+            lines += [
+                "",
+                "Removed by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) + ".",
+            ]
+    return "\n".join(lines)
+
+
 def render_card(
     context: Mapping[str, Any],
     *,
@@ -153,7 +209,9 @@ def render_card(
             ``stages`` (``[{name, in, out, failures}]``), ``dropped`` (Trash/Discard count), ``license``,
             ``license_name``, ``license_note``, ``pretty_name``, ``description``, ``pseudonymized``,
             ``public_salt`` (whether pseudonyms used the public default salt), ``nsfw_screening``
-            (``{detector, threshold, flagged}`` of the optional safety stage; see :func:`nsfw_line`).
+            (``{detector, threshold, flagged}`` of the optional safety stage; see :func:`nsfw_line`),
+            ``cost`` (``report.json``'s ``cost``: ``usd``, ``input_tokens``, ``output_tokens``, ``price``; shown as
+            "Curation cost").
         counts: rows per config.
         template: a template file; default ``echo_dataset/templates/echo_card.md.tmpl``.
         dataset_info: per-config ``dataset_info`` YAML entries (see :func:`front_matter`).
@@ -192,6 +250,11 @@ def render_card(
                 else [f"- Generation settings: {settings or 'defaults (temperature 0)'}"]
             ),
             f"- Prompt versions: {prompts or _UNKNOWN}",
+            *(
+                []
+                if backend == "rules" or not context.get("cost")
+                else [f"- Curation cost: {_cost_line(context['cost'])}"]
+            ),
             f"- echo-bench version: {context.get('package_version') or __version__}",
             *filter(None, [nsfw_line(context.get("nsfw_screening"))]),
         ]
@@ -243,6 +306,10 @@ def render_card(
             "published by their authors on social media, who keep their rights in them."
         ),
     )
+    section = version_section(context)
+    if section is not None:  # only a versioned build has it: other cards stay as they were
+        head, sep, tail = body.partition("\n## Configs")
+        body = f"{head}\n{section}\n{sep}{tail}" if sep else f"{body.rstrip()}\n\n{section}\n"
     meta = yaml.safe_dump(
         front_matter(context, dataset_info=dataset_info, counts=counts), sort_keys=False, allow_unicode=True
     )

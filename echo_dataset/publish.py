@@ -86,6 +86,7 @@ def publish(
     check_pseudonymized: bool = True,
     commit_message: str = "Upload ECHO benchmark (echo-bench)",
     pseudonymize: bool | None = None,
+    version: str | None = None,
 ) -> Any:
     """Create (or reuse) the dataset repo ``repo_id`` and upload ``folder`` to it in one commit.
 
@@ -103,12 +104,16 @@ def publish(
         commit_message: the upload's commit message.
         pseudonymize: deprecated name of ``check_pseudonymized`` (it never pseudonymized anything); emits a
             ``DeprecationWarning``.
+        version: tag the uploaded commit ``v<version>`` on the dataset repo (``create_tag`` with the commit's
+            revision), so ``load_dataset(repo_id, revision="v1.1.0")`` reads that version. ``MAJOR.MINOR.PATCH``;
+            when the card records a ``version`` (``build --version`` / ``--previous``), it must be the same.
 
     Returns:
         What ``upload_folder`` returned (a ``CommitInfo`` with the real API).
 
     Raises:
-        InvalidHubFolderError: the folder is incomplete or not pseudonymized (before any network work).
+        InvalidHubFolderError: the folder is incomplete or not pseudonymized, or ``version`` is malformed or
+            differs from the card's (before any network work).
         MissingTokenError: no ``api`` and no token (before any network work).
         HubError: the Hub cannot be reached (unresolvable or unreachable host, TLS failure) or refused a request;
             the message names the host and the step.
@@ -121,6 +126,19 @@ def publish(
         )
         check_pseudonymized = pseudonymize
     validate_hub_folder(folder, require_pseudonymized=check_pseudonymized)
+    if version is not None:
+        from echo_dataset.versioning import card_version, check_version
+
+        try:
+            version = check_version(version)
+            recorded = card_version(folder)
+        except EchoDatasetError as exc:
+            raise InvalidHubFolderError(str(exc)) from None
+        if recorded is not None and recorded != version:
+            raise InvalidHubFolderError(
+                f"--version {version} differs from the version in {folder}/README.md ({recorded}); nothing was "
+                "uploaded"
+            )
     if "/" not in repo_id or repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise InvalidHubFolderError(f"repo_id must look like 'owner/name', got {repo_id!r}")
     if api is None:
@@ -139,7 +157,7 @@ def publish(
     # the call cache and the media store, which must never be published. Shards of an earlier upload that this
     # one does not replace are deleted, so a config never mixes two builds.
     with _hub_errors(api, f"uploading {folder} to {repo_id}"):
-        return api.upload_folder(
+        result = api.upload_folder(
             folder_path=str(folder),
             repo_id=repo_id,
             repo_type="dataset",
@@ -147,6 +165,17 @@ def publish(
             allow_patterns=upload_patterns(folder),
             delete_patterns=[f"{config}/*.parquet" for config in CONFIG_NAMES],
         )
+    if version is not None:
+        # the tag names the commit just made (CommitInfo.oid), not whatever the branch points to later
+        with _hub_errors(api, f"tagging the upload of {repo_id} as v{version}"):
+            api.create_tag(
+                repo_id,
+                tag=f"v{version}",
+                tag_message=f"ECHO benchmark version {version}",
+                revision=getattr(result, "oid", None),
+                repo_type="dataset",
+            )
+    return result
 
 
 _NETWORK_MODULES = frozenset({"httpx", "httpx2", "httpcore", "requests", "urllib3", "huggingface_hub", "ssl"})

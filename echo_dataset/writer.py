@@ -260,6 +260,7 @@ def write_hub_folder(
     identifiers: Iterable[str] = (),
     card_template: str | Path | None = None,
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+    carried: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> Path:
     """Write every ECHO config (an absent one as an empty table) and the dataset card into ``folder``.
 
@@ -292,6 +293,9 @@ def write_hub_folder(
         max_shard_bytes: a config whose rows are estimated above this many bytes is written as several shards
             ``test-0000K-of-0000N.parquet`` (see :func:`shard_rows`); ``datasets.load_dataset`` and
             :func:`echo_dataset.loading.read_config` read them in order. Default 500 MB.
+        carried: config name -> rows of an earlier version of the dataset, as read back from its Parquet files
+            (images as ``{"bytes", "path"}``), written unchanged beside ``rows_by_config``: they were
+            pseudonymized when first written, so they are not pseudonymized again (``build --previous``).
 
     Returns:
         The folder.
@@ -318,6 +322,18 @@ def write_hub_folder(
         )
         for c in CONFIG_NAMES
     }
+    for config, rows in (carried or {}).items():
+        if config not in encoded:
+            raise RowError(
+                f"unknown config {config!r} of carried rows; ECHO's configs are {', '.join(CONFIG_NAMES)}"
+            )
+        if rows:
+            merged = encoded[config] + encode_rows(rows, config, pseudonymize_rows=False)
+            ids = [r["id"] for r in merged]
+            if len(set(ids)) != len(ids):
+                both = sorted({i for i in ids if ids.count(i) > 1})
+                raise RowError(f"config {config!r}: carried rows repeat ids of new rows {both[:5]}")
+            encoded[config] = sorted(merged, key=lambda r: r["id"])
     context = dict(card_context)
     context.setdefault("pseudonymized", pseudonymize)
     context.setdefault("public_salt", salt == DEFAULT_SALT)

@@ -101,9 +101,13 @@ def test_built_in_stages_are_declared_in_run_order():
     # the order comes from `after`, not from which module happened to be imported first
     always = [e.name for e in STAGES.entries() if e.builtin and not e.get_field("optional")]
     assert sorted(always) == sorted(BUILT_INS)
-    # the optional built-in stages run only when a build's config enables them (safety: --nsfw-check), last
-    assert [e.name for e in STAGES.entries() if e.builtin and e.get_field("optional")] == ["safety"]
-    assert tuple(d.name for d in builtin_order(optional=True)) == (*BUILT_INS, "safety")
+    # the optional built-in stages run only when a build's config enables them (safety: --nsfw-check, last;
+    # expand: --expand, between relevance and threads)
+    optional = [e.name for e in STAGES.entries() if e.builtin and e.get_field("optional")]
+    assert sorted(optional) == ["expand", "safety"]
+    with_optional = list(BUILT_INS)
+    with_optional.insert(BUILT_INS.index("threads"), "expand")
+    assert tuple(d.name for d in builtin_order(optional=True)) == (*with_optional, "safety")
     first = builtin_order()[0]
     assert first.name == "collect" and first.after is None
     for before, after in zip(builtin_order(), builtin_order()[1:], strict=False):
@@ -378,7 +382,9 @@ def test_the_curation_docs_list_the_built_in_stages_in_run_order():
     text = (DOCS / "curation.md").read_text(encoding="utf-8")
     table = text.split("## Stages", 1)[1].split("\n\n| stage |", 1)[1].split("\n\n", 1)[0]
     rows = [line.split("|")[1].strip() for line in table.splitlines()[2:]]
-    assert tuple(rows) == (*BUILT_INS, "safety") == tuple(d.name for d in builtin_order(optional=True))
+    with_optional = list(BUILT_INS)
+    with_optional.insert(BUILT_INS.index("threads"), "expand")
+    assert tuple(rows) == (*with_optional, "safety") == tuple(d.name for d in builtin_order(optional=True))
     extending = (DOCS / "extending.md").read_text(encoding="utf-8")
     assert f"| `echo_bench.stages` | {', '.join(BUILT_INS)} |" in extending
 

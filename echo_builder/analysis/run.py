@@ -154,6 +154,9 @@ def run_analysis(
     seed: int = 0,
     examples: int = 3,
     progress: bool = False,
+    batch: bool = False,
+    batch_retry: str = "online",
+    batch_poll_s: float = 30.0,
 ) -> AnalysisResult:
     """Analyse a build or benchmark folder (ECHO's analysis half) and write the report folder.
 
@@ -173,12 +176,17 @@ def run_analysis(
         n_boot: subsets and bootstrap replicates, >= 1.
         seed: random seed of the subsets and bootstraps.
         examples: example quotes kept per category, >= 0.
+        batch: send the LLM labeller's uncached calls through the OpenAI Batch API (``openai:`` labellers;
+            :mod:`echo_builder.backends.batch`), checkpointing batch ids in ``OUT/batches``.
+        batch_retry: ``online``, ``batch`` or ``none``: what happens to lines a batch failed transiently.
+        batch_poll_s: seconds before the first status check of a batch (then doubling up to 10 minutes).
 
     Returns:
         The :class:`AnalysisResult`.
 
     Raises:
-        ConfigError: a bad option, reference file or language model (before anything is written).
+        ConfigError: a bad option, reference file or language model, or ``batch`` with a labeller that has no
+            Batch API (before anything is written).
         BenchmarkNotFoundError: no readable benchmark at ``source``.
         OutputFolderError: ``out_dir`` holds something other than an earlier analysis.
     """
@@ -223,6 +231,16 @@ def run_analysis(
             )
         common = sample_size
     model = _backend(backend, dict(backend_options or {}))
+    if batch:
+        from echo_builder.backends.batch import batch_settings, check_batchable
+
+        if model is None:
+            raise ConfigError(
+                "--batch needs an openai: labeller (an OpenAI-compatible server with the Batch API); the rules "
+                "labeller calls no model. Run it without --batch."
+            )
+        check_batchable(model)
+        batch_settings(out_dir, retry=batch_retry, poll_s=batch_poll_s)  # type: ignore[arg-type]  # checks the values
     language_model = None
     if lm is not None:
         from echo_builder.analysis.fluency import CausalLM, parse_lm_spec
@@ -237,6 +255,10 @@ def run_analysis(
         out,
         {"concurrency": concurrency, "timeout_s": timeout_s, "max_attempts": max_attempts},
     )
+    if batch and caller is not None:
+        from echo_builder.backends.batch import batch_settings
+
+        caller.batch = batch_settings(out, retry=batch_retry, poll_s=batch_poll_s)  # type: ignore[arg-type]
     try:
         feedback_items, prompt_items = _items(bench)
         model_name = target_model or "the model"

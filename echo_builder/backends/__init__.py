@@ -173,6 +173,9 @@ def create_backend(spec: str, **options: Any) -> Backend:
         MissingDependencyError: the backend's optional extra is not installed.
     """
     name, target = check_spec(spec)
+    urls = options.pop("base_urls", None)
+    if urls is not None:
+        return _replicated(spec, urls, options)
     needs_target = bool(BACKENDS.entry(name).get_field("needs_target", True))
     box_format = options.pop("box_format", None)  # every backend's option; see echo_builder.backends.boxes
     if box_format is not None:
@@ -188,6 +191,24 @@ def create_backend(spec: str, **options: Any) -> Backend:
     backend.box_format_option = box_format
     backend.generation_overrides = overrides
     return backend
+
+
+def _replicated(spec: str, urls: Any, options: dict[str, Any]) -> Backend:
+    """``spec`` served by one backend per URL of ``urls`` (``base_urls``), as one
+    :class:`~echo_builder.backends.replicas.ReplicatedBackend` (a single URL: a plain backend on it)."""
+    from echo_builder.backends.replicas import ReplicatedBackend
+
+    if isinstance(urls, str) or not isinstance(urls, (list, tuple)) or not urls:
+        raise ConfigError(f"base_urls of {spec} must be a list of server URLs, got {urls!r}")
+    if "base_url" in options:
+        raise ConfigError(f"give {spec} either base_url or base_urls, not both")
+    if len(urls) == 1:
+        return create_backend(spec, base_url=urls[0], **options)
+    replicas = [create_backend(spec, base_url=url, **dict(options)) for url in urls]
+    wrapped = ReplicatedBackend(replicas, [str(u) for u in urls])
+    wrapped.box_format_option = replicas[0].box_format_option
+    wrapped.generation_overrides = replicas[0].generation_overrides
+    return wrapped
 
 
 def _generation_overrides(spec: str, values: dict[str, Any]) -> dict[str, Any]:

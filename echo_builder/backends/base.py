@@ -202,7 +202,10 @@ class Reply(BaseModel):
         logprobs_status: ``not_requested``, ``ok`` or ``unavailable`` (requested but the server gave none).
         backend_id: ``<backend>:<model>`` that was called.
         model_snapshot: the exact model version that answered (server-reported name, fingerprint or weights hash).
-        latency_s: wall time of the successful attempt in seconds.
+        latency_s: wall time of the successful attempt in seconds; 0.0 for an answer from the Batch API
+            (:mod:`echo_builder.backends.batch`), which has no per-call wall time.
+        served_by: the replica (base URL) that answered, when the backend spreads calls over several
+            (:class:`~echo_builder.backends.replicas.ReplicatedBackend`); ``None`` otherwise.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -215,6 +218,7 @@ class Reply(BaseModel):
     backend_id: str
     model_snapshot: str | None = None
     latency_s: float = 0.0
+    served_by: str | None = None
 
 
 class CandidateScores(BaseModel):

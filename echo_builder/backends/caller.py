@@ -45,6 +45,7 @@ from echo_builder.backends.base import (
     TextPart,
     run_sync,
 )
+from echo_builder.backends.spend import Budget, UsageMeter, hold
 from echo_builder.cache import CacheWriteError, CallCache, call_key
 from echo_builder.errors import (
     BackendError,
@@ -234,6 +235,14 @@ class ModelCaller:
         timeout_s: wall-clock limit of one attempt in seconds, finite, in (0, 86400].
         retry: the :class:`RetryPolicy`.
         seed: seed of the jitter random generator.
+        batch: run uncached calls of :meth:`acall_many` through the OpenAI Batch API
+            (:class:`~echo_builder.backends.batch.BatchSettings`; ``openai:`` backends only), ``None``: online.
+        budget: a :class:`~echo_builder.backends.spend.Budget` (``--max-cost``) checked before every call sent;
+            a call that would pass it raises :class:`~echo_builder.errors.BudgetExceededError` instead (calls
+            already in flight finish and are stored). ``None``: no cap.
+
+    :attr:`meter` (a :class:`~echo_builder.backends.spend.UsageMeter`) counts the tokens of every reply handed
+    out, per call stage, cache hits apart from calls made now.
 
     The backend's run-wide generation parameters (:attr:`Backend.generation_overrides`, e.g. from
     ``-o temperature=0.7``) replace those of every request before the cache lookup, and its
@@ -241,7 +250,8 @@ class ModelCaller:
     its own calls instead of being served another run's replies.
 
     Raises:
-        ConfigError: ``concurrency`` or ``timeout_s`` out of range (nan and inf included).
+        ConfigError: ``concurrency`` or ``timeout_s`` out of range (nan and inf included), or ``batch`` given
+            for a backend without a Batch API.
     """
 
     def __init__(
@@ -253,8 +263,17 @@ class ModelCaller:
         timeout_s: float = 120.0,
         retry: RetryPolicy | None = None,
         seed: int = 0,
+        batch: Any | None = None,
+        budget: Budget | None = None,
     ) -> None:
         check_call_limits(concurrency=concurrency, timeout_s=timeout_s)
+        if batch is not None:
+            from echo_builder.backends.batch import check_batchable
+
+            check_batchable(backend)
+        self.batch = batch
+        self.budget = budget
+        self.meter = UsageMeter()
         self.backend = backend
         self.cache = cache
         self._halted: BaseException | None = None  # a storage failure: no further call is sent
@@ -306,6 +325,7 @@ class ModelCaller:
             )
             return None
         self.stats.cache_hits += 1
+        self.meter.record(request.stage, reply.usage, cached=True)
         return CallResult(request, key, reply=self._redacted(reply), cached=True)
 
     @staticmethod
@@ -319,6 +339,7 @@ class ModelCaller:
     def _store(self, request: CallRequest, key: str, reply: Reply) -> None:
         self.stats.input_tokens += reply.usage.input_tokens or 0
         self.stats.output_tokens += reply.usage.output_tokens or 0
+        self.meter.record(request.stage, reply.usage, cached=False)
         if self.cache is not None:
             try:
                 self._put(request, key, reply)
@@ -349,30 +370,37 @@ class ModelCaller:
         async with self._semaphore():
             if self._halted is not None:
                 raise self._halted
-            self.stats.attempts += 1
-            self.stats.in_flight += 1
-            self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
-            try:
-                return await asyncio.wait_for(
-                    self.backend.agenerate(request.messages, request.params), timeout=self.timeout_s
-                )
-            except asyncio.TimeoutError:
-                raise RetryableBackendError(
-                    f"no reply within {self.timeout_s:g} s", backend_id=self.backend.backend_id
-                ) from None
-            except BackendError:
+            async with hold(self.budget, request.messages, request.params, request.stage) as charge:
+                return await self._send(request, charge)
+
+    async def _send(self, request: CallRequest, charge: Any) -> Reply:
+        """One attempt of ``request`` (inside the semaphore and the budget's reservation)."""
+        self.stats.attempts += 1
+        self.stats.in_flight += 1
+        self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
+        try:
+            reply = await asyncio.wait_for(
+                self.backend.agenerate(request.messages, request.params), timeout=self.timeout_s
+            )
+            charge(reply.usage)
+            return reply
+        except asyncio.TimeoutError:
+            raise RetryableBackendError(
+                f"no reply within {self.timeout_s:g} s", backend_id=self.backend.backend_id
+            ) from None
+        except BackendError:
+            raise
+        except Exception as exc:
+            origin = self._plugin_origin()
+            if origin is None:  # echo-bench's own backend: a bug, shown as one
                 raise
-            except Exception as exc:
-                origin = self._plugin_origin()
-                if origin is None:  # echo-bench's own backend: a bug, shown as one
-                    raise
-                # a plugin's bug is a failed call of that plugin (recorded, never retried); the run goes on
-                raise PermanentBackendError(
-                    f"the plugin backend {self.backend.name!r} ({origin}) raised {type(exc).__name__}: {exc}",
-                    backend_id=self.backend.backend_id,
-                ) from exc
-            finally:
-                self.stats.in_flight -= 1
+            # a plugin's bug is a failed call of that plugin (recorded, never retried); the run goes on
+            raise PermanentBackendError(
+                f"the plugin backend {self.backend.name!r} ({origin}) raised {type(exc).__name__}: {exc}",
+                backend_id=self.backend.backend_id,
+            ) from exc
+        finally:
+            self.stats.in_flight -= 1
 
     def _plugin_origin(self) -> str | None:
         """The distribution of the backend when it is a plugin's (``None`` for a built-in or an unregistered class)."""
@@ -477,7 +505,13 @@ class ModelCaller:
             bar.update(len(slots))
 
         try:
-            if self.backend.native_batching:
+            if self.batch is not None and todo:
+                from echo_builder.backends.batch import BatchRunner
+
+                done = await BatchRunner(self, self.batch).run([(k, r) for k, r, _ in todo])
+                for key, _, slots in todo:
+                    place(slots, done[key])
+            elif self.backend.native_batching:
                 for start in range(0, len(todo), self.concurrency):
                     chunk = todo[start : start + self.concurrency]
                     done = await self._run_batched([(r, k) for k, r, _ in chunk])
@@ -529,7 +563,12 @@ class ModelCaller:
         return await self._finish_structured(request, first, schema, reask)
 
     async def _finish_structured(
-        self, request: CallRequest, first: CallResult, schema: type[M], reask: bool
+        self,
+        request: CallRequest,
+        first: CallResult,
+        schema: type[M],
+        reask: bool,
+        second: CallResult | None = None,
     ) -> StructuredResult[M]:
         if first.reply is None:
             return StructuredResult("error", None, "", first.error, (first,))
@@ -550,7 +589,8 @@ class ModelCaller:
                 stage=request.stage,
                 prompt_version=request.prompt_version,
             )
-        second = await self.acall(follow_up)
+        if second is None:  # else answered already (in batch mode)
+            second = await self.acall(follow_up)
         if second.reply is None:
             return StructuredResult("error", None, first.reply.text, second.error, (first, second))
         try:
@@ -569,9 +609,38 @@ class ModelCaller:
     ) -> list[StructuredResult[M]]:
         """:meth:`acall_structured` for many requests: first answers in one concurrent pass, re-asks in a second."""
         firsts = await self.acall_many(requests, progress=progress)
+        seconds: dict[int, CallResult] = {}
+        if self.batch is not None and reask:  # the re-asks go into one batch too, not one call each
+            follow = {
+                i: self._reask_request(r, f, schema)
+                for i, (r, f) in enumerate(zip(requests, firsts, strict=True))
+            }
+            follow = {i: request for i, request in follow.items() if request is not None}
+            seconds = dict(zip(follow, await self.acall_many(list(follow.values())), strict=True))
         return await gather_all(
-            self._finish_structured(r, f, schema, reask) for r, f in zip(requests, firsts, strict=True)
+            self._finish_structured(r, f, schema, reask, seconds.get(i))
+            for i, (r, f) in enumerate(zip(requests, firsts, strict=True))
         )
+
+    @staticmethod
+    def _reask_request(request: CallRequest, first: CallResult, schema: type[M]) -> CallRequest | None:
+        """The re-ask :meth:`_finish_structured` sends after ``first``, or ``None`` when none is needed."""
+        if first.reply is None:
+            return None
+        try:
+            parse_structured(first.reply.text, schema)
+        except StructuredOutputError as exc:
+            return CallRequest(
+                messages=(
+                    *request.messages,
+                    Message("assistant", (TextPart(first.reply.text),)),
+                    Message("user", (TextPart(reask_message(exc.reason, schema)),)),
+                ),
+                params=request.params,
+                stage=request.stage,
+                prompt_version=request.prompt_version,
+            )
+        return None
 
     def call_structured_many(
         self,
@@ -609,10 +678,14 @@ class ModelCaller:
                 async with self._semaphore():
                     self.stats.attempts += 1
                     start = time.perf_counter()
-                    scores = await asyncio.wait_for(
-                        self.backend.acandidate_probabilities(request.messages, candidates, request.params),
-                        timeout=self.timeout_s,
-                    )
+                    async with hold(self.budget, request.messages, request.params, request.stage) as charge:
+                        scores = await asyncio.wait_for(
+                            self.backend.acandidate_probabilities(
+                                request.messages, candidates, request.params
+                            ),
+                            timeout=self.timeout_s,
+                        )
+                        charge(None)  # no token counts come with scores: the estimate is charged
         if self.cache is not None:
             self.cache.put(
                 key,

@@ -343,6 +343,25 @@ class OpenAIBackend(Backend):
             body["extra_body"] = dict(self.config.extra_body)
         return body
 
+    def request_json(self, messages: Sequence[Message], params: GenerationParams) -> dict[str, Any]:
+        """The JSON body the online path sends to ``/chat/completions`` for this call (``extra_body``'s fields
+        merged in, as the client does): the ``body`` of a Batch API line (:mod:`echo_builder.backends.batch`)."""
+        body = self._request(messages, params)
+        extra = body.pop("extra_body", None) or {}
+        return {**body, **extra}
+
+    def reply_from_completion(
+        self, completion: Any, params: GenerationParams, *, latency_s: float = 0.0
+    ) -> Reply:
+        """Parse a chat completion (the client's object, or its JSON as a dict, e.g. a Batch API answer's
+        ``response.body``) exactly as the online path does. Raises ``ValueError`` for a completion without a
+        usable choice."""
+        if isinstance(completion, dict):
+            from openai.types.chat import ChatCompletion
+
+            completion = ChatCompletion.construct(**completion)
+        return self._reply(completion, params, latency_s)
+
     async def agenerate(self, messages: Sequence[Message], params: GenerationParams) -> Reply:
         body = self._request(messages, params)
         start = time.perf_counter()
@@ -455,16 +474,24 @@ class OpenAIBackend(Backend):
         reply = await self.agenerate(
             messages, base.model_copy(update={"max_tokens": 1, "logprobs": True, "top_logprobs": 20})
         )
-        if reply.logprobs_status != "ok" or not reply.logprobs:
-            raise LogprobsUnavailableError(
-                f"{self.backend_id}: the server returned no token log-probabilities; probability scoring needs a "
-                "server that supports `logprobs` (OpenAI, vLLM, SGLang do)",
-                backend_id=self.backend_id,
-            )
-        return candidate_logprobs_from_alternatives(reply, candidates)
+        return candidate_scores_from_reply(reply, candidates, self.backend_id)
 
     async def aclose(self) -> None:
         await self.connection.aclose()
+
+
+def candidate_scores_from_reply(reply: Reply, candidates: Sequence[str], backend_id: str) -> CandidateScores:
+    """:func:`candidate_logprobs_from_alternatives` of a one-token scoring reply (online or from a batch).
+
+    Raises :class:`LogprobsUnavailableError` when the reply holds no log-probabilities or none of the candidates.
+    """
+    if reply.logprobs_status != "ok" or not reply.logprobs:
+        raise LogprobsUnavailableError(
+            f"{backend_id}: the server returned no token log-probabilities; probability scoring needs a "
+            "server that supports `logprobs` (OpenAI, vLLM, SGLang do)",
+            backend_id=backend_id,
+        )
+    return candidate_logprobs_from_alternatives(reply, candidates)
 
 
 def candidate_logprobs_from_alternatives(reply: Reply, candidates: Sequence[str]) -> CandidateScores:

@@ -3,7 +3,8 @@
 :mod:`echo_builder.collect.core` holds the platform-neutral collector (windows, resumable paging, budgets,
 rate-limit waits, ``collect.json``); one module per platform wraps its client library:
 :mod:`~echo_builder.collect.x` (tweepy), :mod:`~echo_builder.collect.bluesky` (atproto),
-:mod:`~echo_builder.collect.reddit` (praw). See ``docs/collect.md``.
+:mod:`~echo_builder.collect.reddit` (praw). :mod:`~echo_builder.collect.expand` reuses them for ``build --expand``
+(fetching the kept posts' missing ancestors and replies). See ``docs/collect.md``.
 """
 
 from echo_builder.collect.core import (

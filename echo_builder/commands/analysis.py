@@ -13,6 +13,7 @@ from echo_builder.commands.options import (
     MAX_N_BOOT,
     MAX_SEED,
     Number,
+    batch_options,
     call_limit_options,
     parse_options,
 )
@@ -99,6 +100,7 @@ def _launch_date(ctx: click.Context, param: click.Parameter, value: str | None) 
 @click.option(
     "--examples", default=3, show_default=True, type=Number(int, 0, 100), help="Example quotes per category."
 )
+@batch_options
 def analyze(
     source: str,
     out_dir: str,
@@ -118,6 +120,9 @@ def analyze(
     n_boot: int,
     seed: int,
     examples: int,
+    batch: bool = False,
+    batch_retry: str = "online",
+    batch_poll_s: float = 30.0,
 ) -> None:
     """What the community complains about, which tasks it tries, how diverse and fluent its prompts are, and
     when it posts (ECHO Figs. 3-5), for a build or benchmark folder.
@@ -165,6 +170,9 @@ def analyze(
         n_boot=n_boot,
         seed=seed,
         examples=examples,
+        batch=batch,
+        batch_retry=batch_retry,
+        batch_poll_s=batch_poll_s,
     )
     doc = result.document
     failures = doc["failures"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -13,14 +14,16 @@ from echo_builder.commands.options import (
     Number,
     RegistryChoice,
     RegistryHelpOption,
+    batch_options,
     call_limit_options,
+    cost_options,
     parse_options,
     run_config_option,
     run_config_record,
 )
 from echo_builder.secrets import protect_logging, redact, register_secret
 
-__all__ = ["build", "publish"]
+__all__ = ["build", "diff", "publish"]
 
 
 class SourcePath(click.Path):
@@ -134,6 +137,26 @@ class SourcePath(click.Path):
     "the dataset nor in what publish uploads.",
 )
 @click.option(
+    "--previous",
+    metavar="DATASET",
+    help="Refresh this earlier version (a dataset or build folder, or a Hub dataset id): samples found again keep "
+    "their ids, published samples outside the new collection window are carried over unchanged, removed ones "
+    "are recorded with a reason (takedown, filtered, deleted, missing) in OUT/changes.json; the card gets a "
+    "Version section. See docs/dataset.md#versions.",
+)
+@click.option(
+    "--version",
+    "dataset_version",
+    metavar="X.Y.Z",
+    help="The dataset's version for the card. Default with --previous: its version with the minor number bumped "
+    "(1.0.0 when it has none); without --previous: no version.",
+)
+@click.option(
+    "--takedowns",
+    metavar="FILE",
+    help="Sample ids (echo-...) or post ids (x:123) to remove, one a line (# comments); recorded as takedowns.",
+)
+@click.option(
     "--license",
     "license_id",
     metavar="ID",
@@ -182,6 +205,50 @@ class SourcePath(click.Path):
     help="Checker option; repeatable. nudenet: classes=A,B (the NudeNet classes that flag); a VLM: prompt_file=FILE "
     "(a prompt of format echo-bench-nsfw-prompt/1) and its backend's options (base_url, ...).",
 )
+@click.option(
+    "--expand",
+    "expand",
+    multiple=True,
+    type=click.Choice(["x", "bluesky", "reddit"]),
+    help="Fetch the kept posts' missing ancestors and replies from this platform before threads (the optional "
+    "expand stage, ECHO's conversation fetching), recursively for the posts found; repeatable. Credentials from "
+    "the environment as collect reads them (docs/collect.md). Every page is cached in OUT/expand/: a rerun makes "
+    "no request. Default: no request, only the posts in the files are linked.",
+)
+@click.option(
+    "--expand-depth",
+    type=Number(int, 1),
+    default=8,
+    show_default=True,
+    help="Rounds of expansion: round 1 fetches around the kept posts, round 2 around what round 1 found, ...",
+)
+@click.option(
+    "--expand-max-tree",
+    type=Number(int, 1),
+    default=500,
+    show_default=True,
+    help="The most posts expansion adds to one conversation.",
+)
+@click.option(
+    "--expand-max-requests",
+    type=Number(int, 0),
+    default=1000,
+    show_default=True,
+    help="The most pages expansion fetches per platform (cached pages count, so a resumed build stops at the "
+    "same place). X bills every post read.",
+)
+@click.option(
+    "--expand-archive",
+    is_flag=True,
+    help="X: search conversations in the full archive (Pro or Enterprise access) instead of the last 7 days.",
+)
+@click.option(
+    "--expand-base-url",
+    metavar="URL",
+    help="Send expansion requests to another API host (a proxy, or a test server).",
+)
+@batch_options
+@cost_options
 @run_config_option
 def build(
     sources: tuple[str, ...],
@@ -207,18 +274,32 @@ def build(
     allow_private_media: bool,
     pseudonymize: bool,
     salt_file: str | None,
+    previous: str | None,
+    dataset_version: str | None,
+    takedowns: str | None,
     license_id: str,
     skip_stages: tuple[str, ...],
     nsfw_check: str | None,
     nsfw_threshold: float | None,
     nsfw_options: tuple[str, ...],
+    expand: tuple[str, ...],
+    expand_depth: int,
+    expand_max_tree: int,
+    expand_max_requests: int,
+    expand_archive: bool,
+    expand_base_url: str | None,
+    batch: bool = False,
+    batch_retry: str = "online",
+    batch_poll_s: float = 30.0,
+    max_cost: float | None = None,
+    prices_file: str | None = None,
 ) -> None:
     """Curate posts from SOURCES (export files or folders) into benchmark samples.
 
     SOURCES may be compressed (.zst, .gz, .bz2, .xz, read on the fly) and as large as the disk: use --prefilter for
     dumps of millions of posts. hf:<repo>[:config] loads a datasets prompt collection (see --hf-columns).
 
-    Stages: collect, query, relevance, threads, extract, media, roles, templates, screenshots, tier,
+    Stages: collect, query, relevance, expand (only with --expand), threads, extract, media, roles, templates, screenshots, tier,
     applicability, safety (only with --nsfw-check), and any installed plugin stage in its declared place. Writes OUT/stages/*.jsonl, OUT/report.json and the dataset itself: OUT/<config>/*.parquet
     with OUT/README.md, readable with datasets.load_dataset(OUT, "text_to_image") and ready for `publish`.
     """
@@ -261,12 +342,30 @@ def build(
         allow_private_media=allow_private_media,
         pseudonymize=pseudonymize,
         salt_file=salt_file,
+        previous=previous,
+        version=dataset_version,
+        takedowns=takedowns,
         license=license_id,
         skip_stages=skip_stages,
         nsfw_check=nsfw_check,
         nsfw_threshold=nsfw_threshold,
         nsfw_options=parse_options(nsfw_options),
+        expand=expand,
+        expand_depth=expand_depth,
+        expand_max_tree=expand_max_tree,
+        expand_max_requests=expand_max_requests,
+        expand_options={
+            **({"archive": True} if expand_archive else {}),
+            **({"base_url": expand_base_url} if expand_base_url else {}),
+        },
+        batch=batch,
+        batch_retry=batch_retry,
+        batch_poll_s=batch_poll_s,
+        max_cost_usd=max_cost,
+        prices_file=prices_file,
     )
+    if not expand and (expand_archive or expand_base_url):
+        raise click.UsageError("--expand-archive and --expand-base-url need --expand")
     if nsfw_check is None and (nsfw_threshold is not None or nsfw_options):
         raise click.UsageError("--nsfw-threshold and --nsfw-option need --nsfw-check")
     header_shown = False
@@ -288,6 +387,16 @@ def build(
         + ", ".join(f"{name} {n}" for name, n in configs.items())
         + f", dropped {stages['applicability']['dropped']}; report: {result.out_dir / 'report.json'}"
     )
+    refresh = result.report.get("refresh")
+    if refresh is not None:
+        counts = refresh["counts"]
+        reasons = ", ".join(f"{k} {v}" for k, v in counts["removed_by_reason"].items())
+        click.echo(
+            f"version {refresh['version']}: added {counts['added']}, kept {counts['kept']}, carried over "
+            f"{counts['carried']}, removed {counts['removed']}"
+            + (f" ({reasons})" if reasons else "")
+            + f"; changes: {result.out_dir / 'changes.json'}"
+        )
     if offline:
         from echo_builder.stages.media import OFFLINE_MISS
 
@@ -369,6 +478,13 @@ def _record_run_config(out: Any) -> None:
 # deprecated spellings: --no-pseudonymize for --skip-pseudonym-check; --pseudonymize, the default check
 @click.option("--no-pseudonymize", "old_skip", is_flag=True, hidden=True)
 @click.option("--pseudonymize", "old_check", is_flag=True, hidden=True)
+@click.option(
+    "--version",
+    "dataset_version",
+    metavar="X.Y.Z",
+    help="Tag the uploaded commit vX.Y.Z on the dataset repo (load it with revision='vX.Y.Z'); must match the "
+    "card's version when it records one (build --version / --previous).",
+)
 def publish(
     directory: str,
     repo_id: str,
@@ -377,6 +493,7 @@ def publish(
     skip_pseudonym_check: bool,
     old_skip: bool,
     old_check: bool,
+    dataset_version: str | None,
 ) -> None:
     """Upload a built dataset folder (every config's Parquet and the card) to the Hub in one commit.
 
@@ -402,14 +519,75 @@ def publish(
     protect_logging()
     try:
         result = run_publish(
-            directory, repo_id, token=token, private=private, check_pseudonymized=not skip_pseudonym_check
+            directory,
+            repo_id,
+            token=token,
+            private=private,
+            check_pseudonymized=not skip_pseudonym_check,
+            version=dataset_version,
         )
     except EchoDatasetError as exc:
         raise click.ClickException(redact(str(exc))) from None
     click.echo(f"published {directory} to https://huggingface.co/datasets/{repo_id} ({result})")
+    if dataset_version is not None:
+        click.echo(f"tagged v{dataset_version.strip()}: load it with revision='v{dataset_version.strip()}'")
     if uses_public_salt(directory):
         click.echo(
             "warning: the pseudonyms were made with the public default salt, so anyone can recompute the "
             "pseudonym of a known handle; `echo-bench build` uses a private salt per build",
             err=True,
         )
+
+
+@click.command("diff")
+@click.argument("old")
+@click.argument("new")
+@click.option(
+    "--old-analysis",
+    type=click.Path(exists=True, file_okay=False),
+    help="`echo-bench analyze` folder of OLD: with --new-analysis, adds the task and failure-category shifts.",
+)
+@click.option(
+    "--new-analysis",
+    type=click.Path(exists=True, file_okay=False),
+    help="`echo-bench analyze` folder of NEW (see --old-analysis).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Output.",
+)
+@click.option(
+    "--max-ids", default=20, show_default=True, type=click.IntRange(min=0), help="Ids listed per list."
+)
+def diff(
+    old: str, new: str, old_analysis: str | None, new_analysis: str | None, fmt: str, max_ids: int
+) -> None:
+    """Compare two versions of a benchmark (dataset folders or Hub ids) by sample id: rows per config, added and
+    removed ids, ids that changed config, the card versions and, with both analysis folders, how the shares of
+    task and failure categories shifted (new share minus old share)."""
+    from echo_dataset.errors import EchoDatasetError
+    from echo_dataset.loading import BenchmarkNotFoundError
+    from echo_dataset.versioning import diff_datasets, read_labels, render_diff
+
+    if (old_analysis is None) != (new_analysis is None):
+        raise click.UsageError("--old-analysis and --new-analysis go together")
+    try:
+        labels = (
+            (read_labels(old_analysis), read_labels(new_analysis)) if old_analysis and new_analysis else None
+        )
+        result = diff_datasets(
+            old,
+            new,
+            old_labels=labels[0] if labels else None,
+            new_labels=labels[1] if labels else None,
+        )
+    except (EchoDatasetError, BenchmarkNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if fmt == "json":
+        click.echo(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        click.echo(render_diff(result, max_ids=max_ids))

@@ -17,7 +17,9 @@ from echo_builder.commands.options import (
     MAX_SEED,
     Number,
     backend_options,
+    batch_options,
     call_limit_options,
+    cost_options,
     run_config_option,
     run_config_record,
 )
@@ -53,7 +55,13 @@ __all__ = ["agreement", "export_pairs", "judge", "leaderboard", "metrics", "publ
     "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Run folder to write."
 )
 @click.option(
-    "--base-url", help="Server URL for openai: judges (default: $ECHO_OPENAI_BASE_URL or $OPENAI_BASE_URL)."
+    "--base-url",
+    "--base-urls",
+    "base_url",
+    multiple=True,
+    help="Server URL for openai: judges (default: $ECHO_OPENAI_BASE_URL or $OPENAI_BASE_URL). Repeat it for "
+    "replicas of one model (base_urls: [...] in a run config): each call goes to the replica with the fewest "
+    "calls outstanding and fails over to another when one errors or times out; verdicts record the replica.",
 )
 @click.option(
     "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Backend option; repeatable."
@@ -92,6 +100,8 @@ __all__ = ["agreement", "export_pairs", "judge", "leaderboard", "metrics", "publ
     "prompt_following, input_fidelity (image-to-image only), realism, aesthetics, text; with --judge-prompt, "
     "the criteria its file declares.",
 )
+@batch_options
+@cost_options
 @run_config_option
 def judge(
     benchmark: str,
@@ -100,7 +110,7 @@ def judge(
     judges: tuple[str, ...],
     mode: str,
     out_dir: str,
-    base_url: str | None,
+    base_url: tuple[str, ...],
     options: tuple[str, ...],
     concurrency: int,
     timeout_s: float,
@@ -110,6 +120,11 @@ def judge(
     limit: int | None,
     judge_prompt: str | None,
     criteria: str | None,
+    batch: bool = False,
+    batch_retry: str = "online",
+    batch_poll_s: float = 30.0,
+    max_cost: float | None = None,
+    prices_file: str | None = None,
 ) -> None:
     """Judge model outputs on a benchmark config with one or more VLM judges.
 
@@ -135,6 +150,11 @@ def judge(
         judge_prompt=judge_prompt,
         run_config=run_config_record(),
         criteria=criteria.split(",") if criteria is not None else None,
+        batch=batch,
+        batch_retry=batch_retry,  # type: ignore[arg-type]
+        batch_poll_s=batch_poll_s,
+        max_cost_usd=max_cost,
+        prices_file=prices_file,
     )
     s = result.summary
     if not s:  # a non-main accelerate process: rank 0 reports
@@ -149,7 +169,8 @@ def judge(
     for j in s["judges"]:
         click.echo(
             f"  {j['spec']}: {j['calls']} calls, {j['cache_hits']} cache hits, "
-            f"snapshot {', '.join(j['snapshots']) or 'not reported'}"
+            f"snapshot {', '.join(j['snapshots']) or 'not reported'}, "
+            f"cost {_usd(j['cost']['usd'])}"
         )
     click.echo(f"wrote {result.out_dir}; next: echo-bench leaderboard {result.out_dir}")
     judged = s["n_verdicts"] - s["statuses"].get("missing_output", 0)
@@ -264,6 +285,8 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
 @click.option(
     "--format", "table_format", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True
 )
+@batch_options
+@cost_options
 @run_config_option
 def metrics(
     benchmark: str,
@@ -275,7 +298,12 @@ def metrics(
     options: tuple[str, ...],
     judge_prompt: str | None,
     table_format: str,
+    max_cost: float | None = None,
+    prices_file: str | None = None,
     metric_names: tuple[str, ...] = (),
+    batch: bool = False,
+    batch_retry: str = "online",
+    batch_poll_s: float = 30.0,
     **metric_options: Any,
 ) -> None:
     """Compute the community-driven metrics (every metric of the registry, listed below with what it needs;
@@ -310,6 +338,22 @@ def metrics(
     }
     if judge_prompt is not None:
         run_options["judge_prompt"] = loaded
+    if batch:  # the judge metrics (text_rendering) send their uncached calls through the Batch API
+        from echo_builder.backends.batch import batch_settings
+        from echo_builder.errors import ConfigError
+
+        if not judges:
+            raise ConfigError(
+                "--batch sends the judge metrics' calls through the Batch API; give --judge openai:<model>"
+            )
+
+        run_options["batch"] = batch_settings(out_dir, retry=batch_retry, poll_s=batch_poll_s)  # type: ignore[arg-type]
+
+    if max_cost is not None and judges:
+        from echo_builder.backends.spend import Budget
+        from echo_builder.prices import load_prices
+
+        run_options["budget"] = Budget(max_cost, load_prices(prices_file), judges[0])
     result = run_metrics(
         benchmark,
         config_name,
@@ -345,6 +389,11 @@ def metrics(
     for name, reason in result.unavailable.items():
         click.echo(f"not computed: {name}: {reason}", err=True)
     click.echo(f"wrote {result.out_dir}")
+
+
+def _usd(value: float | None) -> str:
+    """A cost for people: ``0.0123 USD``, or ``not priced``."""
+    return "not priced" if value is None else f"{value:.4f} USD"
 
 
 def _strict_json(value: Any) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -28,6 +28,7 @@ __all__ = [
     "RegistryChoice",
     "RegistryHelpOption",
     "backend_options",
+    "batch_options",
     "call_limit_options",
     "parse_options",
     "read_run_config",
@@ -178,14 +179,23 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     return options
 
 
-def backend_options(specs: tuple[str, ...], base_url: str | None, options: tuple[str, ...]) -> dict[str, Any]:
-    """The same options for every ``openai:`` judge (base URL) and every judge (``-o KEY=VALUE``)."""
+def backend_options(
+    specs: tuple[str, ...], base_url: str | Sequence[str] | None, options: tuple[str, ...]
+) -> dict[str, Any]:
+    """The same options for every ``openai:`` judge (base URL) and every judge (``-o KEY=VALUE``).
+
+    Several base URLs are replicas of one model: they become ``base_urls``, which spreads each judge's calls over
+    them (:class:`~echo_builder.backends.replicas.ReplicatedBackend`)."""
     shared = parse_options(options)
+    urls = [base_url] if isinstance(base_url, str) else [u for u in (base_url or ()) if u]
     out = {}
     for spec in specs:
         opts = dict(shared)
-        if base_url and spec.startswith("openai:"):
-            opts["base_url"] = base_url
+        if urls and spec.startswith("openai:"):
+            if len(urls) == 1:
+                opts["base_url"] = urls[0]
+            else:
+                opts["base_urls"] = list(urls)
         out[spec] = opts
     return out
 
@@ -207,6 +217,56 @@ def call_limit_options(function: F) -> F:
         show_default=True,
         type=Number(float, 0, MAX_TIMEOUT_S, low_open=True, unit="seconds"),
         help=f"Seconds per model-call attempt, in (0, {MAX_TIMEOUT_S:g}].",
+    )(function)
+
+
+def batch_options(function: F) -> F:
+    """``--batch`` (flag), ``--batch-retry`` (``online``, ``batch`` or ``none``) and ``--batch-poll`` (``batch_poll_s``,
+    seconds before the first status check): the OpenAI Batch API mode of :mod:`echo_builder.backends.batch`."""
+    function = click.option(
+        "--batch-poll",
+        "batch_poll_s",
+        default=30.0,
+        show_default=True,
+        type=Number(float, 1, 3600, unit="seconds"),
+        help="--batch: seconds before the first status check of a batch, doubled after each check up to 10 "
+        "minutes (or this value when larger).",
+    )(function)
+    function = click.option(
+        "--batch-retry",
+        type=click.Choice(["online", "batch", "none"]),
+        default="online",
+        show_default=True,
+        help="--batch: calls a batch answered with 429/5xx or left unanswered (expired, cancelled) are sent again "
+        "online, in one follow-up batch, or not at all (recorded failures).",
+    )(function)
+    return click.option(
+        "--batch",
+        "batch",
+        is_flag=True,
+        help="Send the model calls the cache cannot answer through the OpenAI Batch API (openai: backends only; "
+        "about half the price, answered within 24 h). Batch ids are checkpointed in OUT/batches: a killed run "
+        "picks up the batch in flight instead of submitting it again. See docs/backends.md.",
+    )(function)
+
+
+def cost_options(function: F) -> F:
+    """``--max-cost`` (``max_cost``, US dollars) and ``--prices`` (a price file) of commands that call models."""
+    function = click.option(
+        "--prices",
+        "prices_file",
+        type=click.Path(exists=True, dir_okay=False),
+        help="Price file (YAML, shaped like echo_builder/prices.yaml: USD per 1M input/output tokens per model, "
+        "with a date and source) whose entries replace or add to the shipped list prices.",
+    )(function)
+    return click.option(
+        "--max-cost",
+        "max_cost",
+        type=Number(float, 0, 1e9, low_open=True, unit="US dollars"),
+        metavar="USD",
+        help="Stop before the model calls of this run would cost more than USD (estimated per call before it "
+        "is sent, settled with the reported tokens). Everything done is kept: rerun with a higher --max-cost "
+        "to continue. Cache hits are free. Needs a price for the model (shipped, or from --prices).",
     )(function)
 
 

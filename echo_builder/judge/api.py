@@ -110,10 +110,16 @@ def verdicts_per_judge(
     cache_dir: str | Path | None = None,
     concurrency: int = 8,
     max_attempts: int = 6,
+    batch: Any | None = None,
+    budget: Any | None = None,
 ) -> dict[str, list[Any]]:
     """``{spec: run(Judge(spec), items)}`` for every judge spec, sharing one call cache (when given).
 
     ``run`` chooses the protocol (``judge.single``, ``judge.probability``, a text-rendering template, ...).
+    ``batch`` (:class:`~echo_builder.backends.batch.BatchSettings`) sends the uncached calls through the OpenAI
+    Batch API; a judge without one raises :class:`~echo_builder.errors.ConfigError` before anything is written.
+    ``budget``: a :class:`~echo_builder.backends.spend.Budget` (``--max-cost``) shared by all judges; a call that
+    would pass it raises :class:`~echo_builder.errors.BudgetExceededError` (replies so far stay in the cache).
     """
     from echo_builder.backends import create_backend
     from echo_builder.backends.caller import ModelCaller, RetryPolicy
@@ -128,10 +134,21 @@ def verdicts_per_judge(
         # cannot run leaves nothing behind; creating is cheap (local models load on their first call)
         for spec in judges:
             pending.append(create_backend(spec, **(judge_options or {}).get(spec, {})))
+        if batch is not None:
+            from echo_builder.backends.batch import check_batchable
+
+            for backend in pending:
+                check_batchable(backend)
         cache = CallCache(cache_dir) if cache_dir else None
+        budgets = {spec: budget.for_model(spec) for spec in judges} if budget is not None else {}
         for spec in judges:
             caller = ModelCaller(
-                pending[0], cache=cache, concurrency=concurrency, retry=RetryPolicy(max_attempts=max_attempts)
+                pending[0],
+                cache=cache,
+                concurrency=concurrency,
+                retry=RetryPolicy(max_attempts=max_attempts),
+                batch=batch,
+                budget=budgets.get(spec),
             )
             try:
                 out[spec] = run(Judge(caller), items)

@@ -13,10 +13,13 @@ reason; none becomes a score.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import json
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +28,7 @@ from echo_builder.backends.base import GenerationParams, ImagePart, Message, Tex
 from echo_builder.backends.caller import CallRequest, CallResult, ModelCaller, gather_all
 from echo_builder.errors import BackendError, ConfigError, ImageError
 from echo_builder.judge.images import prepare_for_judge
+from echo_builder.judge.overlap import DEFAULT_PREP_WORKERS, prepare_and_call
 from echo_builder.judge.parsing import parse_criteria, parse_preference, parse_rating
 from echo_builder.judge.prompts import (
     CRITERIA,
@@ -103,7 +107,9 @@ class Judge:
         self.params = params
         self.short_side = short_side
         self.prompts = dict(prompts or {})
-        self._prepared: dict[Any, ImagePart] = {}
+        # image memo: key -> the prepared part, or the Future of a preparation another thread is running
+        self._prepared: dict[Any, ImagePart | Future[ImagePart]] = {}
+        self._prepared_lock = threading.Lock()
         self._template: JudgePrompt = SINGLE
 
     @property
@@ -125,22 +131,39 @@ class Judge:
     def _image(self, image: Any, name: str) -> ImagePart:
         # Items share input images across models: prepare each once. Paths key by path, bytes by content; other
         # objects by identity, which is safe because the memo is cleared per call while the items are alive.
+        # Thread-safe: preparation threads (echo_builder.judge.overlap) asking for one image wait for one result.
         if isinstance(image, (str, Path)):
             key: Any = ("path", str(image))
         elif isinstance(image, (bytes, bytearray)):
             key = ("bytes", hashlib.sha256(image).hexdigest())
         else:
             key = ("object", id(image))
-        part = self._prepared.get(key)
-        if part is None:
-            t = self._template
-            part = self._prepared[key] = prepare_for_judge(
+        with self._prepared_lock:
+            known = self._prepared.get(key)
+            if known is None:
+                mine: Future[ImagePart] = Future()
+                self._prepared[key] = mine
+        if isinstance(known, ImagePart):
+            return known
+        if known is not None:
+            return known.result()  # another thread prepares it (re-raises its ImageError)
+        t = self._template
+        try:
+            part = prepare_for_judge(
                 image,
                 short_side=self.short_side or t.short_side,
                 quality=t.jpeg_quality,
                 resample=t.resample,
                 name=name,
             )
+        except BaseException as exc:
+            mine.set_exception(exc)
+            with self._prepared_lock:
+                self._prepared.pop(key, None)
+            raise
+        mine.set_result(part)
+        with self._prepared_lock:
+            self._prepared[key] = part
         return part
 
     def _messages(
@@ -171,6 +194,7 @@ class Judge:
             "input_tokens": reply.usage.input_tokens,
             "output_tokens": reply.usage.output_tokens,
             "latency_s": reply.latency_s,
+            "replica": reply.served_by,
         }
 
     def _output_part(self, item: JudgeItem) -> ImagePart | str:
@@ -203,29 +227,35 @@ class Judge:
                 f"judge prompt {template.source}: answer.kind is {template.answer!r}, not 'rating'"
             )
         verdicts: list[Verdict | None] = [None] * len(items)
-        requests: list[CallRequest] = []
-        slots: list[int] = []
-        for i, item in enumerate(items):
+
+        def build(indexed: tuple[int, JudgeItem]) -> list[tuple[int, Verdict | CallRequest]]:
+            # runs in a preparation thread while earlier items' calls are in flight
+            i, item = indexed
             output = self._output_part(item)
             base = {**self._base(item, template, "single"), "model": item.model, "criterion": criterion}
             if isinstance(output, str):
-                verdicts[i] = Verdict(**base, status="missing_output", error=output)
-                continue
+                return [(i, Verdict(**base, status="missing_output", error=output))]
             try:
                 messages = self._messages(template, item, [output])
             except ImageError as exc:
-                verdicts[i] = Verdict(**base, status="error", error=f"input image: {exc}")
-                continue
-            requests.append(
-                CallRequest(
-                    messages,
-                    self._params(template),
-                    stage=f"judge-{template.name}",
-                    prompt_version=template.version,
-                )
+                return [(i, Verdict(**base, status="error", error=f"input image: {exc}"))]
+            request = CallRequest(
+                messages,
+                self._params(template),
+                stage=f"judge-{template.name}",
+                prompt_version=template.version,
             )
-            slots.append(i)
-        results = await self.caller.acall_many(requests, progress=progress)
+            return [(i, request)]
+
+        done = await prepare_and_call(self.caller, list(enumerate(items)), build, progress=progress)
+        slots: list[int] = []
+        results: list[CallResult] = []
+        for i, value in done:
+            if isinstance(value, Verdict):
+                verdicts[i] = value
+            else:
+                slots.append(i)
+                results.append(value)
         rating = functools.partial(
             parse_rating, low=template.low, high=template.high, pattern=_pattern(template), pick=template.pick
         )
@@ -293,34 +323,38 @@ class Judge:
                 f"judge prompt {template.source}: answer.kind is {template.answer!r}, not 'criteria'"
             )
         verdicts: list[list[Verdict]] = [[] for _ in items]
-        requests: list[CallRequest] = []
-        slots: list[int] = []
-        for i, item in enumerate(items):
+
+        def build(indexed: tuple[int, JudgeItem]) -> list[tuple[int, list[Verdict] | CallRequest]]:
+            # runs in a preparation thread while earlier items' calls are in flight
+            i, item = indexed
             names = template.applicable_criteria(len(item.inputs))
             base = {**self._base(item, template, "single"), "model": item.model}
             output = self._output_part(item)
             if isinstance(output, str):
-                verdicts[i] = [
-                    Verdict(**base, criterion=c, status="missing_output", error=output) for c in names
+                return [
+                    (i, [Verdict(**base, criterion=c, status="missing_output", error=output) for c in names])
                 ]
-                continue
             try:
                 messages = self._messages(template, item, [output])
             except ImageError as exc:
-                verdicts[i] = [
-                    Verdict(**base, criterion=c, status="error", error=f"input image: {exc}") for c in names
-                ]
-                continue
-            requests.append(
-                CallRequest(
-                    messages,
-                    self._params(template),
-                    stage=f"judge-{template.name}",
-                    prompt_version=template.version,
-                )
+                error = f"input image: {exc}"
+                return [(i, [Verdict(**base, criterion=c, status="error", error=error) for c in names])]
+            request = CallRequest(
+                messages,
+                self._params(template),
+                stage=f"judge-{template.name}",
+                prompt_version=template.version,
             )
-            slots.append(i)
-        results = await self.caller.acall_many(requests, progress=progress)
+            return [(i, request)]
+
+        slots: list[int] = []
+        results: list[CallResult] = []
+        for i, value in await prepare_and_call(self.caller, list(enumerate(items)), build, progress=progress):
+            if isinstance(value, list):
+                verdicts[i] = value
+            else:
+                slots.append(i)
+                results.append(value)
 
         def parse(text: str, finish_reason: str | None, names: tuple[str, ...]) -> Any:
             return parse_criteria(text, finish_reason, criteria=names, low=template.low, high=template.high)
@@ -383,12 +417,14 @@ class Judge:
         ``winner``.
         """
         template = self._use(PAIRWISE)
-        verdicts: list[Verdict | None] = []
-        requests: list[CallRequest] = []
-        meta: list[tuple[int, dict[str, Any]]] = []
         for a, b in pairs:
             if a.sample_id != b.sample_id:
                 raise ConfigError(f"pair mixes samples {a.sample_id!r} and {b.sample_id!r}")
+
+        def build(pair: tuple[JudgeItem, JudgeItem]) -> list[tuple[dict[str, Any], Verdict | CallRequest]]:
+            # runs in a preparation thread while earlier pairs' calls are in flight
+            a, b = pair
+            entries: list[tuple[dict[str, Any], Verdict | CallRequest]] = []
             outs = {a.model: self._output_part(a), b.model: self._output_part(b)}
             for order, (first, second) in (("AB", (a, b)), ("BA", (b, a))):
                 base = {
@@ -402,24 +438,29 @@ class Judge:
                     # first line: the missing models as JSON (read back by the leaderboard); then the reasons
                     reasons = "; ".join(f"{m}: {o}" for m, o in sorted(missing.items()))
                     error = f"{MISSING_PREFIX}{json.dumps(sorted(missing))}\n{reasons}"
-                    verdicts.append(Verdict(**base, status="missing_output", error=error))
+                    entries.append((base, Verdict(**base, status="missing_output", error=error)))
                     continue
                 try:
                     messages = self._messages(template, a, [outs[first.model], outs[second.model]])
                 except ImageError as exc:
-                    verdicts.append(Verdict(**base, status="error", error=f"input image: {exc}"))
+                    entries.append((base, Verdict(**base, status="error", error=f"input image: {exc}")))
                     continue
-                requests.append(
-                    CallRequest(
-                        messages,
-                        self._params(template),
-                        stage="judge-pairwise",
-                        prompt_version=template.version,
-                    )
+                request = CallRequest(
+                    messages, self._params(template), stage="judge-pairwise", prompt_version=template.version
                 )
+                entries.append((base, request))
+            return entries
+
+        verdicts: list[Verdict | None] = []
+        results: list[CallResult] = []
+        meta: list[tuple[int, dict[str, Any]]] = []
+        for base, value in await prepare_and_call(self.caller, list(pairs), build, progress=progress):
+            if isinstance(value, Verdict):
+                verdicts.append(value)
+            else:
                 meta.append((len(verdicts), base))
+                results.append(value)
                 verdicts.append(None)
-        results = await self.caller.acall_many(requests, progress=progress)
         preference = functools.partial(parse_preference, pattern=_pattern(template), pick=template.pick)
         finished = await self._parse_with_reask(results, preference, template.reask, progress)
         for (slot, base), (result, parsed) in zip(meta, finished, strict=True):
@@ -455,6 +496,14 @@ class Judge:
         in [0, 1] (:func:`trig_score`). ``confidence`` is the largest normalised probability. A backend without
         log-probabilities gives ``error`` verdicts that say so.
         """
+        if getattr(self.caller, "batch", None) is not None:
+            return await self._aprobability_batched(items, scale=scale)
+        return await self._aprobability_overlapped(items, scale=scale)
+
+    async def _aprobability_overlapped(
+        self, items: Sequence[JudgeItem], *, scale: Literal["digits", "trig"] = "digits"
+    ) -> list[Verdict]:
+        """Online probability scoring: image preparation overlaps the calls in a bounded pool."""
         template = self._use(PROBABILITY_DIGITS if scale == "digits" else PROBABILITY_TRIG)
         candidates = [str(d) for d in range(1, 10)] if scale == "digits" else list(_TRIG_VALUES)
         params = self._params(template).model_copy(update={"max_tokens": 1})
@@ -465,16 +514,13 @@ class Judge:
                 "model": item.model,
                 "criterion": f"overall-{scale}",
             }
-            output = self._output_part(item)
+            # image preparation runs in the bounded pool, overlapping the calls of other items
+            output = await loop.run_in_executor(pool, self._output_part, item)
             if isinstance(output, str):
                 return Verdict(**base, status="missing_output", error=output)
             try:
-                request = CallRequest(
-                    self._messages(template, item, [output]),
-                    params,
-                    stage="judge-prob",
-                    prompt_version=template.version,
-                )
+                messages = await loop.run_in_executor(pool, self._messages, template, item, [output])
+                request = CallRequest(messages, params, stage="judge-prob", prompt_version=template.version)
                 scores = await self.caller.acandidate_probabilities(request, candidates)
             except (BackendError, ImageError) as exc:
                 return Verdict(**base, status="error", error=str(exc))
@@ -488,7 +534,68 @@ class Judge:
                 **base, rating=rating, confidence=min(1.0, confidence), judge_snapshot=scores.model_snapshot
             )
 
-        return await gather_all(one(item) for item in items)  # a failed cache write drops no other reply
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(max_workers=DEFAULT_PREP_WORKERS, thread_name_prefix="judge-prep") as pool:
+            return await gather_all(one(item) for item in items)  # a failed cache write drops no other reply
+
+    async def _aprobability_batched(
+        self, items: Sequence[JudgeItem], *, scale: Literal["digits", "trig"] = "digits"
+    ) -> list[Verdict]:
+        """Batch API probability scoring: every request prepared first, one batch answers them all, then each
+        verdict reads its answer from the cache."""
+        template = self._use(PROBABILITY_DIGITS if scale == "digits" else PROBABILITY_TRIG)
+        candidates = [str(d) for d in range(1, 10)] if scale == "digits" else list(_TRIG_VALUES)
+        params = self._params(template).model_copy(update={"max_tokens": 1})
+        prepared: list[tuple[dict[str, Any], CallRequest | Verdict]] = []
+        for item in items:
+            base = {
+                **self._base(item, template, "probability"),
+                "model": item.model,
+                "criterion": f"overall-{scale}",
+            }
+            output = self._output_part(item)
+            if isinstance(output, str):
+                prepared.append((base, Verdict(**base, status="missing_output", error=output)))
+                continue
+            try:
+                messages = self._messages(template, item, [output])
+            except ImageError as exc:
+                prepared.append((base, Verdict(**base, status="error", error=str(exc))))
+                continue
+            prepared.append(
+                (base, CallRequest(messages, params, stage="judge-prob", prompt_version=template.version))
+            )
+        failed: dict[int, str] = {}
+        # in batch mode, one Batch API job answers every call: the per-call path below then hits the cache
+        if getattr(self.caller, "batch", None) is not None:
+            from echo_builder.backends.batch import prefetch_candidates
+
+            slots = [i for i, (_, r) in enumerate(prepared) if isinstance(r, CallRequest)]
+            requests = [r for _, r in prepared if isinstance(r, CallRequest)]
+            errors = await prefetch_candidates(self.caller, requests, candidates)
+            failed = {i: e for i, e in zip(slots, errors, strict=True) if e is not None}
+
+        async def one(i: int, base: dict[str, Any], request: CallRequest | Verdict) -> Verdict:
+            if isinstance(request, Verdict):
+                return request
+            if i in failed:
+                return Verdict(**base, status="error", error=failed[i])
+            try:
+                scores = await self.caller.acandidate_probabilities(request, candidates)
+            except BackendError as exc:
+                return Verdict(**base, status="error", error=str(exc))
+            probs = scores.probabilities
+            if scale == "digits":
+                rating = sum(int(k) * p for k, p in probs.items())
+                confidence = max(probs.values())
+            else:
+                rating, confidence = trig_score(probs)
+            return Verdict(
+                **base, rating=rating, confidence=min(1.0, confidence), judge_snapshot=scores.model_snapshot
+            )
+
+        # a failed cache write drops no other reply
+        return await gather_all(one(i, base, request) for i, (base, request) in enumerate(prepared))
 
     def probability(
         self, items: Sequence[JudgeItem], *, scale: Literal["digits", "trig"] = "digits"

@@ -171,6 +171,11 @@ def run_judging(
     probability_scale: Literal["digits", "trig"] = "digits",
     judge_prompt: str | Path | JudgePrompt | None = None,
     run_config: dict[str, Any] | None = None,
+    batch: bool = False,
+    batch_retry: Literal["online", "batch", "none"] = "online",
+    batch_poll_s: float = 30.0,
+    max_cost_usd: float | None = None,
+    prices_file: str | Path | None = None,
     criteria: Sequence[str] | None = None,
 ) -> JudgeRunResult:
     """Judge every (sample, model) of ``config`` with every judge spec and write the run folder.
@@ -193,15 +198,33 @@ def run_judging(
         run_config: the ``--run-config`` file the command read (path, SHA-256, its values and the keys the
             command line overrode; :func:`echo_builder.commands.options.run_config_record`), kept in ``run.json``
             under ``run_config`` when given.
+        batch: send the calls the cache cannot answer through the OpenAI Batch API (``openai:`` judges, every
+            mode; :mod:`echo_builder.backends.batch`), checkpointing batch ids in ``RUN/batches``.
+            The verdicts equal an online run's for the same replies, except ``latency_s``, which is 0.0 for a
+            call answered in a batch (a batch has no per-call wall time).
+        batch_retry: ``online``, ``batch`` or ``none``: what happens to lines a batch failed transiently.
+        batch_poll_s: seconds before the first status check of a batch (then doubling up to 10 minutes).
+        max_cost_usd: ``--max-cost``: the calls of all judges together may cost at most this many US dollars
+            (:class:`~echo_builder.backends.spend.Budget`); ``None``: no cap. Cache hits cost nothing.
+        prices_file: a price file on top of the shipped ``echo_builder/prices.yaml``. ``run.json`` records per
+            judge ``cost`` (this run's calls) and ``cost_with_cache`` (every reply used, cache hits priced as if
+            paid), each ``{input_tokens, output_tokens, usd}`` with ``usd`` ``null`` for an unpriced model.
         criteria: single mode only: rate these criteria (names declared by a ``criteria`` prompt; the built-in
             :data:`~echo_builder.judge.prompts.CRITERIA` declares prompt_following, input_fidelity, realism,
             aesthetics and text) in one call per output, one verdict per criterion. A ``criteria`` prompt file
             without ``criteria`` rates all it declares. ``run.json`` lists the criteria rated.
 
     Raises:
-        ConfigError: no judges, no models, unknown mode, unreadable outputs, a bad or unfitting prompt file, or
-            criteria outside single mode or not declared by the prompt (the message lists the declared ones).
+        ConfigError: no judges, no models, unknown mode, unreadable outputs, a bad or unfitting prompt file,
+            criteria outside single mode or not declared by the prompt (the message lists the declared ones), a bad
+            price file, ``max_cost_usd`` for a judge without a price, or ``batch`` with a judge that has no Batch
+            API.
+        BudgetExceededError: the next call would pass ``max_cost_usd``; the calls in flight finish and every reply
+            is in the run's cache, so the same command with a higher ``--max-cost`` continues (nothing but the
+            cache and the folder's marker is written then).
     """
+    from echo_builder.backends.spend import Budget
+    from echo_builder.prices import load_prices
     from echo_dataset.loading import read_config
 
     if not judges:
@@ -255,13 +278,25 @@ def run_judging(
             )
     # limits and backends are checked first: a bad number, spec, option or missing key fails before anything is written
     check_call_limits(concurrency=concurrency, timeout_s=timeout_s, max_attempts=max_attempts)
+    prices = load_prices(prices_file)
+    budgets: dict[str, Budget] = {}
+    if max_cost_usd is not None:
+        first = Budget(max_cost_usd, prices, judges[0])
+        budgets = {spec: first if spec == judges[0] else first.for_model(spec) for spec in judges}
     backends = {spec: create_backend(spec, **(judge_options or {}).get(spec, {})) for spec in judges}
+    batching = None
+    if batch:
+        from echo_builder.backends.batch import batch_settings, check_batchable
+
+        for backend in backends.values():
+            check_batchable(backend)
+        batching = batch_settings(out, retry=batch_retry, poll_s=batch_poll_s)
     # RUN is new or empty, or an earlier judge run (a rerun resumes it from the cache); never a folder of other
     # files, and no path written below it may be a symbolic link
     claim_output(
         out, "judge", signatures=((RUN_FILE, VERDICTS_FILE), "cache/calls.sqlite"), what="judge run folder"
     )
-    for name in (RUN_FILE, VERDICTS_FILE, "cache", "plots"):
+    for name in (RUN_FILE, VERDICTS_FILE, "cache", "plots", "batches"):
         check_inside(out, out / name)
     mark_output(out, "judge")
     cache = CallCache(cache_dir or out / "cache", root=None if cache_dir else out)
@@ -281,6 +316,8 @@ def run_judging(
                 concurrency=concurrency,
                 timeout_s=timeout_s,
                 retry=RetryPolicy(max_attempts=max_attempts),
+                batch=batching,
+                budget=budgets.get(spec),
             )
             judge = Judge(caller, prompts={prompt.answer: prompt})
             label = f"judging with {spec}" if progress else None
@@ -311,8 +348,14 @@ def run_judging(
                     "input_tokens": caller.stats.input_tokens,
                     "output_tokens": caller.stats.output_tokens,
                     "statuses": dict(Counter(v.status for v in batch)),
+                    "cost": prices.cost(spec, *caller.meter.totals(fresh=True)).to_dict(),
+                    "cost_with_cache": prices.cost(spec, *caller.meter.totals()).to_dict(),
+                    "price": prices.describe(spec),
                 }
             )
+            spread = getattr(backend, "spread", None)
+            if callable(spread):  # replicas: calls each answered, and failed over to another
+                judge_info[-1]["replicas"] = spread()
             backend.close()
     finally:
         cache.close()
@@ -353,12 +396,30 @@ def run_judging(
         "n_verdicts": len(verdicts),
         "statuses": dict(Counter(v.status for v in verdicts)),
         "wall_time_s": round(time.time() - started, 3),
+        "cost_usd": _total_usd(judge_info),
     }
+    if budgets:
+        summary["budget"] = next(iter(budgets.values())).summary()
     if run_config is not None:
         summary["run_config"] = run_config
+    if batching is not None:
+        summary["batch"] = {"retry": batch_retry, "checkpoints": "batches"}
     write_text(out, out / RUN_FILE, redact(json.dumps(summary, indent=2, sort_keys=True)) + "\n")
     # (outputs matching no sample were warned about before any call: check_output_matches; run.json counts them)
     return JudgeRunResult(out, verdicts, summary)
+
+
+def _total_usd(judge_info: Sequence[dict[str, Any]]) -> float | None:
+    """USD of this run's calls over all judges; ``None`` when a judge that made calls has no price."""
+    total = 0.0
+    for info in judge_info:
+        usd = info["cost"]["usd"]
+        if usd is None:
+            if info["cost"]["input_tokens"] or info["cost"]["output_tokens"]:
+                return None
+            continue
+        total += usd
+    return round(total, 6)
 
 
 def check_output_matches(

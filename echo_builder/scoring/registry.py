@@ -80,6 +80,9 @@ RESERVED_OPTIONS = frozenset(
         "format",
         "table_format",
         "cache_dir",
+        "max_cost",
+        "prices",
+        "budget",
         "help",
     }
 )

@@ -59,6 +59,8 @@ def text_rendering(
     template: Any | None = None,
     ocr_evidence: bool = False,
     ocr: Any | None = None,
+    batch: Any | None = None,
+    budget: Any | None = None,
 ) -> MetricResult:
     """Judge the text rendering of each output image.
 
@@ -76,6 +78,9 @@ def text_rendering(
             output the OCR cannot read is NaN (``missing_output: unreadable output: ...``), not judged.
         ocr: the OCR engine (``read(image, name=...) -> OcrReading`` and ``backend_id``; default
             :func:`echo_builder.ocr.default_engine`, PP-OCRv4), used only with ``ocr_evidence``.
+        batch: :class:`~echo_builder.backends.batch.BatchSettings` to send the uncached judge calls through the
+            OpenAI Batch API (``openai:`` judges only), or ``None`` (online).
+        budget: a :class:`~echo_builder.backends.spend.Budget` (``--max-cost``) over all judge calls.
 
     Returns:
         :class:`MetricResult` with values in [0, 1] (higher is better), NaN with the reason for failures and
@@ -124,11 +129,13 @@ def text_rendering(
     verdicts = verdicts_per_judge(
         items,
         judges,
-        lambda judge, batch: judge.single(batch, template=template, criterion="text_rendering"),
+        lambda judge, chunk: judge.single(chunk, template=template, criterion="text_rendering"),
         judge_options=judge_options,
         cache_dir=cache_dir,
         concurrency=concurrency,
         max_attempts=max_attempts,
+        batch=batch,
+        budget=budget,
     )
     ratings = {j: [v.rating if v.rating is not None else math.nan for v in vs] for j, vs in verdicts.items()}
     statuses = {j: [v.status for v in vs] for j, vs in verdicts.items()}
@@ -238,6 +245,8 @@ def _score_for_run(
         cache_dir=options.get("cache_dir"),
         template=options.get("judge_prompt"),
         ocr_evidence=evidence,
+        batch=options.get("batch"),
+        budget=options.get("budget"),
     )
     if evidence:  # each row's detail: the backend id and the OCR text the judge was shown
         backend = result.extras["backend"]

@@ -135,7 +135,8 @@ class StageDefinition:
             under ``versions.plugin_stages``.
         run: ``run(context) -> StageOutput``; reads and replaces the :class:`StageContext` fields it declares.
         after: the stage it runs right after (``None`` only for the first built-in stage, ``collect``). Several
-            stages after the same one run in declaration order, plugins before the built-in one.
+            stages after the same one run in declaration order, plugins before the built-in ones, and an optional
+            built-in stage before a built-in one that always runs.
         reads: the context fields it reads (:data:`CONTEXT_FIELDS`); each must be written by an earlier stage.
         writes: the context fields it replaces or appends to.
         files: the stage files it writes under ``OUT/stages/`` (``NAME.jsonl`` by default).
@@ -298,7 +299,9 @@ def _ordered(definitions: list[StageDefinition], builtin: set[str]) -> tuple[lis
             order.append(current)
             kids = children.get(current.name, [])
             plugins = [k for k in kids if k.name not in builtin]
-            builtins = [k for k in kids if k.name in builtin]
+            # an optional built-in stage (``expand`` after ``relevance``) runs before its non-optional sibling
+            # (``threads``), whatever order the modules were imported in
+            builtins = sorted((k for k in kids if k.name in builtin), key=lambda k: not k.optional)
             # pushed in reverse: plugins run first (in declaration order), then the built-in successor
             stack.extend(reversed([*plugins, *builtins]))
 

@@ -121,13 +121,14 @@ def apply_roles(sample: Sample, answer: RolesAnswer, notes: list[str]) -> Sample
     )
 
 
-def _request(sample: Sample, store_root: Path | None) -> CallRequest | None:
+def _request(sample: Sample, store_root: Path | None) -> CallRequest:
+    """The roles call of ``sample``, whose images are all in ``store_root`` (the caller checked)."""
     from echo_builder.judge.images import prepare_for_judge
 
+    assert store_root is not None
     parts: list = []
     for ref in _images(sample):
-        if ref.path is None or store_root is None:
-            return None  # the model must see every image; without them the rules baseline decides
+        assert ref.path is not None
         parts.append(prepare_for_judge(store_root / ref.path))
     n = len(parts)
     parts.append(TextPart(_USER.format(prompt=quote_slot(sample.prompt, "prompt"), n=n, last=n - 1)))
@@ -145,18 +146,23 @@ def run_roles(
     progress: str | None = None,
 ) -> RolesResult:
     """Re-split every sample's images. Samples without images pass unchanged; ``caller=None`` runs the rules."""
+    from echo_builder.judge.overlap import call_structured_overlapped
+
     result = RolesResult(samples=list(samples))
-    pending: list[tuple[int, CallRequest]] = []
+    pending: list[tuple[int, Sample]] = []
     for i, sample in enumerate(samples):
         if not _images(sample):
             continue
-        request = _request(sample, store_root) if caller is not None else None
-        if request is None:
+        # the model must see every image; without them the rules baseline decides
+        if caller is None or store_root is None or not all(ref.path for ref in _images(sample)):
             result.samples[i] = apply_roles(sample, rules_roles(sample), result.notes)
         else:
-            pending.append((i, request))
+            pending.append((i, sample))
     if caller is not None and pending:
-        answers = caller.call_structured_many([r for _, r in pending], RolesAnswer, progress=progress)
+        # the images of later samples are prepared while earlier samples' calls are in flight
+        answers = call_structured_overlapped(
+            caller, [s for _, s in pending], lambda s: _request(s, store_root), RolesAnswer, progress=progress
+        )
         for (i, _), answer in zip(pending, answers, strict=True):
             if answer.value is None:
                 result.failures.append(

@@ -153,6 +153,17 @@ def run_safety_stage(context: StageContext) -> StageOutput:
                 stack.callback(cache.close)
             checker.caller.cache = cache
             stack.callback(setattr, checker.caller, "cache", None)  # callbacks run last-in, first-out
+        if getattr(context.config, "batch", False) and getattr(checker, "uses_call_cache", False):
+            from echo_builder.backends.batch import batch_settings
+            from echo_builder.backends.openai_backend import OpenAIBackend
+
+            # --batch: an openai: VLM checker's calls go into one Batch API job too (another checker runs as is)
+            if isinstance(checker.caller.backend, OpenAIBackend) and checker.caller.batch is None:
+                config = context.config
+                checker.caller.batch = batch_settings(
+                    context.out, retry=config.batch_retry, poll_s=config.batch_poll_s
+                )
+                stack.callback(setattr, checker.caller, "batch", None)
         label = context.progress("safety")
         bar = stack.enter_context(
             tqdm(total=len(unique), desc=label, unit="img", disable=True if label is None else None)

@@ -98,8 +98,10 @@ def run_templates(
     progress: str | None = None,
 ) -> VlmStageResult:
     """Fill every fill-in-the-blank sample from each of its outputs (see the module docstring)."""
+    from echo_builder.judge.overlap import call_structured_overlapped
+
     result = VlmStageResult(samples=[])
-    jobs: list[tuple[int, int, CallRequest]] = []
+    jobs: list[tuple[int, int, Path, str]] = []
     for i, sample in enumerate(samples):
         outputs = [o for o in sample.output_images if o.path]
         if caller is None or store_root is None or not sample.prompt_fill_blank or not outputs:
@@ -111,20 +113,18 @@ def run_templates(
                 continue
             seen.add(ref.sha256)
             text = _TEMPLATE_USER.format(prompt=quote_slot(sample.prompt, "template"))
-            jobs.append(
-                (
-                    i,
-                    k,
-                    _request(_TEMPLATE_SYSTEM, [store_root / ref.path], text, "templates", TEMPLATES_VERSION),
-                )
-            )
+            jobs.append((i, k, store_root / ref.path, text))
+
+    def request(job: tuple[int, int, Path, str]) -> CallRequest:  # runs in the preparation pool
+        return _request(_TEMPLATE_SYSTEM, [job[2]], job[3], "templates", TEMPLATES_VERSION)
+
     answers = (
-        caller.call_structured_many([j[2] for j in jobs], TemplateAnswer, progress=progress)
+        call_structured_overlapped(caller, jobs, request, TemplateAnswer, progress=progress)
         if caller and jobs
         else []
     )
     filled: dict[int, list[Sample]] = {}
-    for (i, k, _), answer in zip(jobs, answers, strict=True):
+    for (i, k, _, _), answer in zip(jobs, answers, strict=True):
         sample = samples[i]
         if answer.value is None:
             result.failures.append(

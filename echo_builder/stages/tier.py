@@ -142,32 +142,38 @@ def run_tier(
     and is recorded.
     """
     from echo_builder.judge.images import prepare_for_judge
+    from echo_builder.judge.overlap import call_structured_overlapped
 
     result = TierResult(samples=[])
-    pending: list[tuple[int, CallRequest]] = []
+    pending: list[tuple[int, Sample]] = []
     for i, sample in enumerate(samples):
         tier, reason = structural_tier(sample)
         result.samples.append(sample.model_copy(update={"tier": tier, "review": reason}))
         refs = [*sample.input_images, *sample.output_images]
         if caller is None or store_root is None or tier != "Benchmark" or not all(r.path for r in refs):
             continue
-        parts = [*(prepare_for_judge(store_root / r.path) for r in refs)]
+        pending.append((i, sample))
+
+    def request(
+        sample: Sample,
+    ) -> CallRequest:  # runs in the preparation pool while other calls are in flight
+        assert store_root is not None
+        refs = [*sample.input_images, *sample.output_images]
+        parts = [*(prepare_for_judge(store_root / r.path) for r in refs if r.path)]
         parts.append(
             TextPart(
                 _TIER_USER.format(prompt=quote_slot(sample.prompt, "prompt"), n_in=len(sample.input_images))
             )
         )
         messages = (Message("system", (TextPart(_TIER_SYSTEM),)), Message("user", tuple(parts)))
-        pending.append(
-            (
-                i,
-                CallRequest(
-                    messages, GenerationParams(max_tokens=256), stage="tier", prompt_version=TIER_VERSION
-                ),
-            )
+        return CallRequest(
+            messages, GenerationParams(max_tokens=256), stage="tier", prompt_version=TIER_VERSION
         )
+
     if caller is not None and pending:
-        answers = caller.call_structured_many([r for _, r in pending], TierAnswer, progress=progress)
+        answers = call_structured_overlapped(
+            caller, [s for _, s in pending], request, TierAnswer, progress=progress
+        )
         for (i, _), answer in zip(pending, answers, strict=True):
             if answer.value is None:
                 result.failures.append(
@@ -239,9 +245,10 @@ def run_applicability(
 ) -> ApplicabilityResult:
     """Flags for every Benchmark-tier sample (others keep unknown flags). A failed classification stays unknown."""
     from echo_builder.judge.images import prepare_for_judge
+    from echo_builder.judge.overlap import call_structured_overlapped
 
     result = ApplicabilityResult(samples=list(samples))
-    pending: list[tuple[int, CallRequest]] = []
+    pending: list[tuple[int, list[Path]]] = []
     for i, sample in enumerate(samples):
         if sample.tier != "Benchmark":
             continue
@@ -249,24 +256,24 @@ def run_applicability(
         if caller is None or len(images) != len(sample.input_images):
             result.samples[i] = sample.model_copy(update={"applicability": rules_applicability(sample)})
             continue
+        pending.append((i, images))
+
+    def request(job: tuple[int, list[Path]]) -> CallRequest:  # runs in the preparation pool
+        i, images = job
         parts = [
             *(prepare_for_judge(p) for p in images),
-            TextPart(_USER.format(prompt=quote_slot(sample.prompt, "prompt"))),
+            TextPart(_USER.format(prompt=quote_slot(samples[i].prompt, "prompt"))),
         ]
         messages = (Message("system", (TextPart(_SYSTEM),)), Message("user", tuple(parts)))
-        pending.append(
-            (
-                i,
-                CallRequest(
-                    messages,
-                    GenerationParams(max_tokens=256),
-                    stage="applicability",
-                    prompt_version=APPLICABILITY_VERSION,
-                ),
-            )
+        return CallRequest(
+            messages,
+            GenerationParams(max_tokens=256),
+            stage="applicability",
+            prompt_version=APPLICABILITY_VERSION,
         )
+
     if caller is not None and pending:
-        answers = caller.call_structured_many([r for _, r in pending], ApplicabilityAnswer, progress=progress)
+        answers = call_structured_overlapped(caller, pending, request, ApplicabilityAnswer, progress=progress)
         for (i, _), answer in zip(pending, answers, strict=True):
             if answer.value is None:  # unknown, never "not applicable"
                 result.failures.append(

@@ -32,6 +32,13 @@ get the same faults. The parsed body (``model``, ``prompt``, ``images`` as bytes
 like a chat body; the fault draw hashes it in a canonical form (multipart boundaries change per attempt). The
 ``refuse`` fault kind (usable with ``FaultPlan.always``) answers 400 ``moderation_blocked``, as OpenAI does for a
 content-policy refusal.
+
+Batch API routes (:class:`BatchAPI`, at :attr:`FakeOpenAIServer.batch_api`): ``POST /v1/files`` (multipart upload,
+purpose ``batch``), ``GET /v1/files/{id}`` and ``GET /v1/files/{id}/content``, ``POST /v1/batches``,
+``GET /v1/batches`` (list), ``GET /v1/batches/{id}`` and ``POST /v1/batches/{id}/cancel``. A batch answers each
+line with :meth:`FakeOpenAIServer.completion` (the same scripted replies as the online route) once it has been
+retrieved :attr:`BatchAPI.polls_until_done` times; :attr:`BatchAPI.line_error` scripts per-line failures and
+:attr:`BatchAPI.final_status` an ``expired`` or ``cancelled`` ending.
 """
 
 from __future__ import annotations
@@ -104,6 +111,25 @@ def _multipart_fields(content_type: str, raw: bytes) -> dict[str, Any]:
     return fields
 
 
+def _upload_fields(content_type: str, raw: bytes) -> dict[str, Any]:
+    """Fields of a multipart file upload: ``file`` -> (filename, bytes), other fields as text."""
+    from email import policy
+    from email.parser import BytesParser
+
+    message = BytesParser(policy=policy.HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+    )
+    fields: dict[str, Any] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True) or b""
+        if part.get_filename() is not None:
+            fields[str(name)] = (part.get_filename(), payload)
+        elif name is not None:
+            fields[str(name)] = payload.decode("utf-8")
+    return fields
+
+
 def default_reply(body: dict[str, Any]) -> Scripted:
     """Deterministic reply: ``echo: <text of the last user message>`` (images counted, not echoed)."""
     last = body["messages"][-1]["content"]
@@ -153,6 +179,41 @@ class ServerLog:
     max_in_flight: int = 0
 
 
+@dataclass
+class BatchAPI:
+    """State and script of the fake Batch API (files and batches).
+
+    Attributes:
+        polls_until_done: retrievals of a batch answered ``in_progress`` before it ends.
+        retrieve_errors: the next this many retrievals of a batch are answered HTTP 500 (and not counted).
+        final_status: how a batch ends: ``completed``, ``expired`` (lines for which :attr:`expire_line` is true
+            land in the error file as ``batch_expired``; the others are answered) or ``cancelled`` (no line is
+            answered: each is a ``batch_cancelled`` error line).
+        line_error: maps a request line (``custom_id``, ``method``, ``url``, ``body``) to an HTTP status for an
+            error line (e.g. ``500``, ``429``, ``400``), or ``None`` to answer it.
+        expire_line: which lines an ``expired`` batch leaves unanswered (default: every second line).
+        files: file id -> bytes; uploads: file id -> (filename, purpose); batches: batch id -> batch object.
+        creates: bodies of ``POST /v1/batches``, in order; retrievals: batch ids of each ``GET``; lines: every
+            request line processed by a batch, in order.
+    """
+
+    polls_until_done: int = 0
+    retrieve_errors: int = 0
+    final_status: str = "completed"
+    line_error: Callable[[dict[str, Any]], int | None] | None = None
+    expire_line: Callable[[int, dict[str, Any]], bool] = field(default=lambda i, line: i % 2 == 1)
+    files: dict[str, bytes] = field(default_factory=dict)
+    uploads: dict[str, tuple[str, str]] = field(default_factory=dict)
+    batches: dict[str, dict[str, Any]] = field(default_factory=dict)
+    creates: list[dict[str, Any]] = field(default_factory=list)
+    retrievals: list[str] = field(default_factory=list)
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    _polls: dict[str, int] = field(default_factory=dict)
+
+    def new_id(self, prefix: str) -> str:
+        return f"{prefix}-{len(self.files) + len(self.batches) + 1:04d}"
+
+
 class FakeOpenAIServer:
     """Threaded loopback server speaking ``POST /v1/chat/completions`` and ``GET /v1/models`` (and the image
     routes: see the module docstring; set :attr:`image_reply` to script them).
@@ -194,6 +255,8 @@ class FakeOpenAIServer:
         #: test sees the client's full concurrency however slowly a loaded machine opens the connections.
         self.hold_until_in_flight: int | None = None
         self._attempts: dict[str, int] = {}
+        #: the Batch API's script and state (files, batches, every create and retrieval)
+        self.batch_api = BatchAPI()
         self._lock = threading.Lock()
         self._in_flight_changed = threading.Condition(self._lock)
         self._httpd: ThreadingHTTPServer | None = None
@@ -285,6 +348,160 @@ class FakeOpenAIServer:
             },
         }
 
+    # -- Batch API ---------------------------------------------------------------------------------------------------
+    def upload(self, filename: str, purpose: str, data: bytes) -> dict[str, Any]:
+        api = self.batch_api
+        with self._lock:
+            file_id = api.new_id("file")
+            api.files[file_id] = data
+            api.uploads[file_id] = (filename, purpose)
+        return _file_object(file_id, filename, purpose, len(data))
+
+    def create_batch(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        api = self.batch_api
+        with self._lock:
+            api.creates.append(body)
+            if body.get("input_file_id") not in api.files:
+                return 404, {
+                    "error": {"message": f"no file {body.get('input_file_id')!r}", "type": "invalid_request"}
+                }
+            if body.get("completion_window") != "24h" or body.get("endpoint") != "/v1/chat/completions":
+                return 400, {
+                    "error": {"message": "unsupported endpoint or window", "type": "invalid_request"}
+                }
+            batch_id = api.new_id("batch")
+            batch = {
+                "id": batch_id,
+                "object": "batch",
+                "endpoint": body["endpoint"],
+                "completion_window": "24h",
+                "input_file_id": body["input_file_id"],
+                "status": "validating",
+                "created_at": 1767225600,
+                "expires_at": 1767225600 + 86400,
+                "metadata": body.get("metadata"),
+                "output_file_id": None,
+                "error_file_id": None,
+                "errors": None,
+                "request_counts": {"total": 0, "completed": 0, "failed": 0},
+            }
+            api.batches[batch_id] = batch
+            api._polls[batch_id] = 0
+        return 200, batch
+
+    def retrieve_batch(self, batch_id: str) -> dict[str, Any] | None:
+        api = self.batch_api
+        with self._lock:
+            batch = api.batches.get(batch_id)
+            if batch is None:
+                return None
+            api.retrievals.append(batch_id)
+            if batch["status"] in ("validating", "in_progress"):
+                if api._polls[batch_id] < api.polls_until_done:
+                    api._polls[batch_id] += 1
+                    batch["status"] = "in_progress"
+                else:
+                    self._finish_batch(batch)
+            return dict(batch)
+
+    def cancel_batch(self, batch_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            batch = self.batch_api.batches.get(batch_id)
+            if batch is None:
+                return None
+            if batch["status"] in ("validating", "in_progress"):
+                batch["status"] = "cancelled"
+            return dict(batch)
+
+    def _finish_batch(self, batch: dict[str, Any]) -> None:
+        """Answer the batch's lines (caller holds the lock): output and error files, counts, final status."""
+        api = self.batch_api
+        raw = api.files[batch["input_file_id"]].decode("utf-8")
+        try:
+            lines = [json.loads(line) for line in raw.splitlines() if line.strip()]
+            bad = [
+                i
+                for i, line in enumerate(lines)
+                if set(line) != {"custom_id", "method", "url", "body"}
+                or line["method"] != "POST"
+                or line["url"] != batch["endpoint"]
+                or not isinstance(line["body"], dict)
+                or "model" not in line["body"]
+            ]
+        except ValueError:
+            lines, bad = [], [0]
+        if bad or not lines:
+            batch["status"] = "failed"
+            batch["errors"] = {
+                "object": "list",
+                "data": [
+                    {"code": "invalid_request", "line": (bad or [0])[0] + 1, "message": "malformed line"}
+                ],
+            }
+            return
+        out, err = [], []
+        for i, line in enumerate(lines):
+            api.lines.append(line)
+            answer_id = f"batch_req_{i:05d}"
+            unanswered = api.final_status == "cancelled" or (
+                api.final_status == "expired" and api.expire_line(i, line)
+            )
+            if unanswered:
+                code = "batch_expired" if api.final_status == "expired" else "batch_cancelled"
+                err.append(
+                    {
+                        "id": answer_id,
+                        "custom_id": line["custom_id"],
+                        "response": None,
+                        "error": {"code": code, "message": f"this request was not run: {code}"},
+                    }
+                )
+                continue
+            status = api.line_error(line) if api.line_error is not None else None
+            if status is not None:
+                body = {"error": {"message": f"scripted failure {status}", "type": "server_error"}}
+                err.append(
+                    {
+                        "id": answer_id,
+                        "custom_id": line["custom_id"],
+                        "response": {"status_code": status, "request_id": f"req_{i}", "body": body},
+                        "error": None,
+                    }
+                )
+                continue
+            out.append(
+                {
+                    "id": answer_id,
+                    "custom_id": line["custom_id"],
+                    "response": {
+                        "status_code": 200,
+                        "request_id": f"req_{i}",
+                        "body": self.completion(line["body"]),
+                    },
+                    "error": None,
+                }
+            )
+        for name, rows in (("output_file_id", out), ("error_file_id", err)):
+            if rows:
+                file_id = api.new_id("file")
+                api.files[file_id] = "".join(json.dumps(r) + "\n" for r in rows).encode()
+                api.uploads[file_id] = (f"{batch['id']}_{name}.jsonl", "batch_output")
+                batch[name] = file_id
+        batch["status"] = api.final_status
+        batch["request_counts"] = {"total": len(lines), "completed": len(out), "failed": len(err)}
+
+
+def _file_object(file_id: str, filename: str, purpose: str, size: int) -> dict[str, Any]:
+    return {
+        "id": file_id,
+        "object": "file",
+        "bytes": size,
+        "created_at": 1767225600,
+        "filename": filename,
+        "purpose": purpose,
+        "status": "processed",
+    }
+
 
 def _logprobs(scripted: Scripted, top_k: int) -> list[dict[str, Any]]:
     tokens = (scripted.content or "").split(" ") or [""]
@@ -370,6 +587,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/").endswith("/models"):
             body = {"object": "list", "data": [{"id": self.owner.model_snapshot, "object": "model"}]}
             self._send(200, json.dumps(body).encode())
+        elif "/files/" in self.path or "/batches" in self.path:
+            self._batch_get(self.path.rstrip("/"))
         else:
             self._send(404, b'{"error": {"message": "not found"}}')
 
@@ -383,6 +602,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if "/images/" in self.path:
             self._images_post(raw)
+            return
+        if self.path.rstrip("/").endswith("/files") or "/batches" in self.path:
+            self._batch_post(self.path.rstrip("/"), raw)
             return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send(404, b'{"error": {"message": "not found"}}')
@@ -501,6 +723,81 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, json.dumps({"error": error}).encode())
         else:
             raise ValueError(f"unknown fault {kind!r}")
+
+    def _not_found(self, what: str) -> None:
+        self._send(
+            404, json.dumps({"error": {"message": f"no such {what}", "type": "invalid_request"}}).encode()
+        )
+
+    def _batch_get(self, path: str) -> None:
+        """``GET /v1/files/{id}[/content]``, ``GET /v1/batches[/{id}]``."""
+        owner, api = self.owner, self.owner.batch_api
+        parts = path.split("/")
+        if parts[-1] == "content" and parts[-3] == "files":
+            data = api.files.get(parts[-2])
+            if data is None:
+                self._not_found("file")
+                return
+            self._leave()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        elif parts[-2] == "files":
+            if parts[-1] not in api.files:
+                self._not_found("file")
+                return
+            filename, purpose = api.uploads[parts[-1]]
+            self._send(
+                200,
+                json.dumps(_file_object(parts[-1], filename, purpose, len(api.files[parts[-1]]))).encode(),
+            )
+        elif parts[-1] == "batches":
+            with owner._lock:
+                data = [dict(b) for b in reversed(api.batches.values())]
+            page = {
+                "object": "list",
+                "data": data,
+                "has_more": False,
+                "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None,
+            }
+            self._send(200, json.dumps(page).encode())
+        elif parts[-2] == "batches" and api.retrieve_errors > 0:
+            with owner._lock:
+                api.retrieve_errors -= 1
+            self._send(500, b'{"error": {"message": "internal error", "type": "server_error"}}')
+        elif parts[-2] == "batches":
+            batch = owner.retrieve_batch(parts[-1])
+            if batch is None:
+                self._not_found("batch")
+            else:
+                self._send(200, json.dumps(batch).encode())
+        else:
+            self._not_found("route")
+
+    def _batch_post(self, path: str, raw: bytes) -> None:
+        """``POST /v1/files`` (multipart), ``POST /v1/batches``, ``POST /v1/batches/{id}/cancel``."""
+        owner = self.owner
+        if path.endswith("/files"):
+            fields = _upload_fields(self.headers.get("Content-Type", ""), raw)
+            if "file" not in fields:
+                self._send(400, b'{"error": {"message": "no file part", "type": "invalid_request"}}')
+                return
+            filename, data = fields["file"]
+            self._send(200, json.dumps(owner.upload(filename, fields.get("purpose", ""), data)).encode())
+        elif path.endswith("/batches"):
+            status, reply = owner.create_batch(json.loads(raw))
+            self._send(status, json.dumps(reply).encode())
+        elif path.endswith("/cancel"):
+            batch = owner.cancel_batch(path.split("/")[-2])
+            if batch is None:
+                self._not_found("batch")
+            else:
+                self._send(200, json.dumps(batch).encode())
+        else:
+            self._not_found("route")
 
     def _images_post(self, raw: bytes) -> None:
         """``/v1/images/generations`` and ``/v1/images/edits``: a scripted image, or a fault."""

@@ -1,0 +1,118 @@
+"""``echo-bench estimate judge|build``: price a judge run or a build before it starts (no call is sent)."""
+
+from __future__ import annotations
+
+import click
+
+from echo_builder.commands.options import MAX_LIMIT, Number
+
+__all__ = ["estimate"]
+
+_PRICES_HELP = "Price file (YAML, shaped like echo_builder/prices.yaml) whose entries replace or add to the shipped list prices."
+_CACHE_HELP = (
+    "A call cache with history (e.g. an earlier run's RUN/cache or build's OUT/cache): its mean tokens per call "
+    "of each stage replace the defaults. Read only."
+)
+
+
+@click.group()
+def estimate() -> None:
+    """Price a planned judge run or build: calls x typical tokens per call x list prices, per stage.
+
+    Typical tokens come from a call cache's history (--cache) when it has calls of the stage, otherwise from
+    documented defaults (echo_builder/estimate.py). Nothing is called and nothing is written.
+    """
+
+
+@estimate.command("judge")
+@click.option("--benchmark", required=True, help="Hub-shaped benchmark folder (or Hub dataset id).")
+@click.option("--config", "config_name", required=True, help="Config to judge: image_to_image, ...")
+@click.option(
+    "--outputs", required=True, type=click.Path(file_okay=False), help="Folder <model>/<sample_id>.png."
+)
+@click.option(
+    "--judge", "judges", required=True, multiple=True, metavar="SPEC", help="Judge spec; repeatable."
+)
+@click.option(
+    "--mode", type=click.Choice(["single", "pairwise", "probability"]), default="single", show_default=True
+)
+@click.option("--limit", type=Number(int, 1, MAX_LIMIT), help="Only the first N samples.")
+@click.option("--judge-prompt", type=click.Path(exists=True, dir_okay=False), help="Judge prompt file.")
+@click.option("--cache", "cache_dir", type=click.Path(file_okay=False), help=_CACHE_HELP)
+@click.option("--prices", "prices_file", type=click.Path(exists=True, dir_okay=False), help=_PRICES_HELP)
+def estimate_judge_command(
+    benchmark: str,
+    config_name: str,
+    outputs: str,
+    judges: tuple[str, ...],
+    mode: str,
+    limit: int | None,
+    judge_prompt: str | None,
+    cache_dir: str | None,
+    prices_file: str | None,
+) -> None:
+    """Price `echo-bench judge` with the same arguments: one row per judge."""
+    from echo_builder.estimate import estimate_judge, format_estimate
+    from echo_builder.prices import load_prices
+
+    prices = load_prices(prices_file)
+    rows = estimate_judge(
+        benchmark,
+        config_name,
+        outputs,
+        judges,
+        prices,
+        mode=mode,
+        limit=limit,
+        cache_dir=cache_dir,
+        judge_prompt=judge_prompt,
+    )
+    click.echo(format_estimate(rows, prices))
+
+
+@estimate.command("build")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--backend", required=True, help="The LLM spec the build would use, e.g. openai:gpt-4o.")
+@click.option("--target-model", help="The image model the benchmark is about, e.g. 'GPT-4o'.")
+@click.option("--launch-date", help="The target model's launch date (YYYY-MM-DD).")
+@click.option(
+    "--keywords",
+    "keywords_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Keyword list, as build.",
+)
+@click.option("--format", "source_format", help="Force a source format, as build.")
+@click.option("--cache", "cache_dir", type=click.Path(file_okay=False), help=_CACHE_HELP)
+@click.option("--prices", "prices_file", type=click.Path(exists=True, dir_okay=False), help=_PRICES_HELP)
+def estimate_build_command(
+    sources: tuple[str, ...],
+    backend: str,
+    target_model: str | None,
+    launch_date: str | None,
+    keywords_file: str | None,
+    source_format: str | None,
+    cache_dir: str | None,
+    prices_file: str | None,
+) -> None:
+    """Price `echo-bench build` of SOURCES: the posts to rate are counted exactly (collect and query run, in
+    memory); later stages take their calls per rated post from --cache's history, else one each (a ceiling)."""
+    from echo_builder.estimate import estimate_build, format_estimate
+    from echo_builder.pipeline import BuildConfig
+    from echo_builder.prices import load_prices
+
+    prices = load_prices(prices_file)
+    config = BuildConfig(
+        sources=list(sources),
+        out_dir=".",  # never written: only collect and query run, in memory
+        backend=backend,
+        target_model=target_model,
+        launch_date=launch_date,
+        keywords_file=keywords_file,
+        source_format=source_format,
+        progress=False,
+    )
+    rows = estimate_build(config, prices, cache_dir=cache_dir)
+    if not rows:
+        click.echo("the rules backend makes no model call: 0 USD")
+        return
+    click.echo(format_estimate(rows, prices))
