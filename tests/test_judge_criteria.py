@@ -302,3 +302,18 @@ def test_runs_without_leans_have_no_fdt():
     assert "tie_lean" not in comparisons.columns
     with pytest.raises(ValueError, match="tie_lean belongs to a tie verdict only"):
         _pv("AB", "A", "A")
+
+
+def test_criteria_run_in_batch_mode_equals_the_online_run(bench, openai_server, tmp_path):
+    openai_server.reply = criteria_judge
+    boards, ratings = {}, {}
+    for how in ("online", "batch"):
+        out = tmp_path / how
+        extra = ["--batch", "--batch-poll", "1"] if how == "batch" else []
+        _run(*_args(bench, openai_server, out, "--criteria", "prompt_following,realism", *extra))
+        ratings[how] = [(v.sample_id, v.model, v.criterion, v.rating, v.status) for v in read_verdicts(out)]
+        boards[how] = json.loads(_run("leaderboard", str(out), "--n-boot", "50", "--format", "json"))
+    assert ratings["online"] == ratings["batch"] and len(ratings["batch"]) == 24
+    assert boards["online"] == boards["batch"]
+    assert {r["model"]: r["win_rate_prompt_following"] for r in boards["batch"]} == {"green": 1.0, "red": 0.0}
+    assert len(openai_server.batch_api.lines) == 12  # the batch run's 12 calls went through the Batch API
