@@ -9,10 +9,15 @@ asked and how its answer is read:
 - ``layout``: ``before_text`` (every input image, then the output image(s), then the text: echo-bench's default)
   or ``interleaved`` (images go where the template's image placeholders are: ECHO's released code interleaves
   captions and images);
-- ``answer``: ``kind`` (``rating`` 1-10, ``preference`` A/B/C, ``digits``, ``trig``), the verdict ``pattern`` (a
+- ``answer``: ``kind`` (``rating`` 1-10, ``preference`` A/B/C, ``digits``, ``trig``, ``criteria``: one rating per
+  declared criterion in a JSON object), the verdict ``pattern`` (a
   regular expression with one group, default ``\\[\\[([^\\[\\]]*)\\]\\]``), ``pick`` (``last``, the default, or
   ``first`` as the reference code did), ``low``/``high`` (the rating range) and the ``reask`` text;
 - ``temperature`` (0-2); ``image``: ``short_side`` (px), ``resample`` (a Pillow filter name) and ``jpeg_quality``.
+- ``criteria`` (``answer.kind: criteria`` only, and required there): criterion name (lower-case, ``_``) ->
+  description, or -> ``{description, inputs_only}`` (``inputs_only: true``: asked only when the sample has input
+  images). The user template places them with ``{criteria}`` (a numbered ``name: description`` list of the
+  criteria asked for the sample) and ``{criteria_json}`` (the expected answer's keys, ``{"name": N, ...}``).
 
 Template placeholders (single pass; ``{{`` and ``}}`` are literal braces, so text inserted from a sample is never
 read as a placeholder): text ``{prompt}`` (the user's prompt, quoted with :func:`quote_slot`), ``{n_inputs}``,
@@ -31,7 +36,11 @@ The single-answer protocol follows ECHO (arXiv 2510.15021, Sec. 4, after MT-Benc
 describe what a good output would be, list the output's errors, weigh prompt following, fidelity to the input
 images (image-to-image only) and realism/aesthetics equally, then give an integer rating 1-10 written ``[[N]]``.
 The pairwise protocol follows MT-Bench / OpenING's arena (``[[A]]``, ``[[B]]`` or ``[[C]]`` for a tie); each pair
-is shown in both orders by the caller.
+is shown in both orders by the caller. :data:`PAIRWISE_LEAN` (``echo-pairwise-v2``, the default of ``echo-bench
+judge --mode pairwise``) asks a tie for its lean, ``[[C:A]]`` / ``[[C:B]]``, for OpenING's forced-decision (FDT) tie
+treatment (arXiv 2411.18499, Interleaved Arena). :data:`CRITERIA` (``echo-criteria-v1``) rates prompt following,
+fidelity to the inputs, realism, aesthetics and text separately in one call, after ECHO's criteria (Sec. 4) and
+TRIG-Bench's dimension-wise scores (arXiv 2507.22100).
 """
 
 from __future__ import annotations
