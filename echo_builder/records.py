@@ -288,6 +288,9 @@ class Verdict(_Record):
         rating: the parsed rating (1-10 for single; expected rating for probability mode); ``None`` on failure.
         confidence: for probability mode, the largest normalised rating-token probability in [0, 1].
         winner: pairwise outcome, ``A``, ``B`` or ``tie`` in terms of ``model_a`` / ``model_b``.
+        tie_lean: for a ``tie``, the side the judge would pick if forced (``A`` or ``B``, in ``model_a`` /
+            ``model_b`` terms; asked by the ``pairwise-lean`` prompt, OpenING's forced-decision tie); ``None``
+            when the judge gave no lean or the verdict is not a tie.
         status: ``ok``, ``parse_failure``, ``refusal``, ``error`` (judge failures, which keep ``raw_text`` and
             ``error``), or ``missing_output`` (the model produced no usable image; no judge was called).
         criterion: what was judged (``overall``, ``text_rendering``, ...).
@@ -311,6 +314,7 @@ class Verdict(_Record):
     rating: float | None = None
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     winner: Literal["A", "B", "tie"] | None = None
+    tie_lean: Literal["A", "B"] | None = None
     status: VerdictStatus = "ok"
     raw_text: str = ""
     error: str | None = None
@@ -329,6 +333,8 @@ class Verdict(_Record):
             raise ValueError(f"{self.mode} verdicts need model")
         if self.status == "ok" and self.rating is None and self.winner is None:
             raise ValueError("an ok verdict needs a rating or a winner")
+        if self.tie_lean is not None and self.winner != "tie":
+            raise ValueError("tie_lean belongs to a tie verdict only")
         if self.status != "ok" and (self.rating is not None or self.winner is not None):
             raise ValueError(f"a {self.status} verdict must not carry a score (failures are never scores)")
         return self

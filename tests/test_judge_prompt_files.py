@@ -34,6 +34,8 @@ from tests.test_judge import _images
 BUILTIN_HASHES = {
     "single": ("echo-single-v1", "20e3ee245f9a01b9021ccb895cb41723c2d556f7ac3effc729250d261ac14141"),
     "pairwise": ("echo-pairwise-v1", "ea3e3f28011268b22a620a5adbee283be6ba6eaf7dd2636607f953daef0ac308"),
+    "pairwise-lean": ("echo-pairwise-v2", "582b63a34a7de3677b144e1a0eeff5dde2db519a2b76930e33812f11ecba3e6d"),
+    "criteria": ("echo-criteria-v1", "1319d6c90a80de10566fa67b062c6cf91725f3a3db56e6a45da3b9e3eabaa561"),
     "probability-digits": (
         "echo-prob-digits-v1",
         "86656e567c6b9e563b64db7b413d463366156d792bc589a5239ab637425bdf82",

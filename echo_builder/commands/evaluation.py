@@ -104,6 +104,14 @@ __all__ = [
     help="Judge prompt file (YAML) replacing the built-in prompt of --mode, e.g. to reproduce ECHO's released "
     "protocol; see docs/reproducing-echo.md.",
 )
+@click.option(
+    "--criteria",
+    metavar="NAME,NAME,...",
+    help="single mode: rate each output on these criteria in one call (one verdict per criterion; leaderboard "
+    "then gives a win rate per criterion and the criteria trade-off map). The built-in criteria prompt declares "
+    "prompt_following, input_fidelity (image-to-image only), realism, aesthetics, text; with --judge-prompt, "
+    "the criteria its file declares.",
+)
 @batch_options
 @cost_options
 @click.option(
@@ -137,6 +145,7 @@ def judge(
     probability_scale: str,
     limit: int | None,
     judge_prompt: str | None,
+    criteria: str | None,
     batch: bool = False,
     batch_retry: str = "online",
     batch_poll_s: float = 30.0,
@@ -168,6 +177,7 @@ def judge(
         probability_scale=probability_scale,  # type: ignore[arg-type]
         judge_prompt=judge_prompt,
         run_config=run_config_record(),
+        criteria=criteria.split(",") if criteria is not None else None,
         batch=batch,
         batch_retry=batch_retry,  # type: ignore[arg-type]
         batch_poll_s=batch_poll_s,
@@ -184,6 +194,8 @@ def judge(
         f"{s['n_verdicts']} verdicts in {s['wall_time_s']:.1f} s"
     )
     click.echo("statuses: " + ", ".join(f"{k}={v}" for k, v in sorted(s["statuses"].items())))
+    if s.get("criteria"):
+        click.echo(f"criteria (one verdict each per output): {', '.join(s['criteria'])}")
     for j in s["judges"]:
         click.echo(
             f"  {j['spec']}: {j['calls']} calls, {j['cache_hits']} cache hits, "
@@ -497,6 +509,20 @@ def _print_table(board: Any, fmt: str) -> None:
     for warning in board.meta.get("warnings", []):
         click.echo(f"\nwarning: {warning}")
     _print_tie_treatments(records)
+    from echo_builder.judge.results import criterion_columns
+
+    criteria = criterion_columns(board)
+    if criteria:
+        click.echo(
+            "\nwin rate per criterion (ties count half; the ranking above uses the mean of the criteria):"
+        )
+        click.echo(f"  {'model':<34} " + " ".join(f"{c[:16]:>16}" for c in criteria))
+        for r in records:
+            cells = (r[f"win_rate_{c}"] for c in criteria)
+            click.echo(
+                f"  {r['model'][:34]:<34} "
+                + " ".join(f"{v:16.3f}" if v is not None else f"{'n/a':>16}" for v in cells)
+            )
     if board.failures is not None:
         failed = board.failures[board.failures["judge_failures"] + board.failures["missing_output"] > 0]
         if not failed.empty:
@@ -633,6 +659,12 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     is_flag=True,
     help="Several RUNs: merge despite drift or missing anchors; every output then carries a drift flag.",
 )
+@click.option(
+    "--criterion",
+    metavar="NAME",
+    help="A per-criterion RUN (judge --criteria): rank on this criterion alone (default: the mean of the criteria, "
+    "with a win rate per criterion beside it).",
+)
 def leaderboard(
     runs: tuple[str, ...],
     votes: str | None,
@@ -653,6 +685,7 @@ def leaderboard(
     human_votes: str | None = None,
     drift_threshold: float = DEFAULT_DRIFT_THRESHOLD,
     allow_drift: bool = False,
+    criterion: str | None = None,
 ) -> None:
     """Rank models from judge RUN folders, per-sample --ratings, or human pairwise --votes.
 
@@ -687,6 +720,8 @@ def leaderboard(
 
     if sum(bool(x) for x in (run, votes, ratings, example)) != 1:
         raise click.UsageError("give exactly one of RUN, --votes FILE or --example, or --ratings FILE")
+    if criterion is not None and (not run or by or merged):
+        raise click.UsageError("--criterion applies to one judge RUN's leaderboard only")
     if human_votes and (not run or by):
         raise click.UsageError("--human applies to a judge RUN's leaderboard (its validity card) only")
     if by:
@@ -734,6 +769,7 @@ def leaderboard(
                 seed=seed,
                 bootstrap_judges=bootstrap_judges,
                 ci=ci,  # type: ignore[arg-type]
+                criterion=criterion,
             )
             plots = Path(plots_dir) if plots_dir else Path(run) / "plots"
     else:

@@ -29,8 +29,9 @@ from echo_builder.backends.caller import CallRequest, CallResult, ModelCaller, g
 from echo_builder.errors import BackendError, ConfigError, ImageError
 from echo_builder.judge.images import prepare_for_judge
 from echo_builder.judge.overlap import DEFAULT_PREP_WORKERS, prepare_and_call
-from echo_builder.judge.parsing import parse_preference, parse_rating
+from echo_builder.judge.parsing import parse_criteria, parse_preference, parse_rating
 from echo_builder.judge.prompts import (
+    CRITERIA,
     PAIRWISE,
     PROBABILITY_DIGITS,
     PROBABILITY_TRIG,
@@ -275,16 +276,7 @@ class Judge:
     ) -> list[tuple[CallResult, Any]]:
         """Parse every reply; re-ask the unparseable ones once, all in one batch (one collective step when the
         backend is split across accelerate processes), and keep whichever answer is final."""
-        parsed = [parse(r.reply.text, r.reply.finish_reason) if r.reply else None for r in results]
-        retry_slots = [i for i, p in enumerate(parsed) if p is not None and p.status == "parse_failure"]
-        retries = await self.caller.acall_many(
-            [_reask(results[i], reask_text) for i in retry_slots], progress=progress
-        )
-        out = list(zip(results, parsed, strict=True))
-        for i, retry in zip(retry_slots, retries, strict=True):
-            if retry.reply is not None:
-                out[i] = (retry, parse(retry.reply.text, retry.reply.finish_reason))
-        return out
+        return await self._parse_each_with_reask(results, [parse] * len(results), reask_text, progress)
 
     @staticmethod
     def _rating_verdict(base: dict[str, Any], result: CallResult, parsed: Any) -> Verdict:
@@ -305,6 +297,114 @@ class Judge:
         """Synchronous :meth:`asingle`."""
         return run_sync(self.asingle(items, progress=progress, template=template, criterion=criterion))
 
+    # -- per-criterion grading ----------------------------------------------------------------------------------------
+    async def acriteria(
+        self,
+        items: Sequence[JudgeItem],
+        *,
+        progress: str | None = None,
+        template: JudgePrompt = CRITERIA,
+    ) -> list[Verdict]:
+        """Rate each output 1-10 on every criterion of ``template`` in one call (answer kind ``criteria``).
+
+        One ``single`` :class:`Verdict` per item and applicable criterion (``criterion`` = its name; an
+        ``inputs_only`` criterion is not asked for a sample without input images), items in order, criteria in the
+        prompt's order. The reply must hold a JSON object rating every asked criterion; an unparseable reply is
+        re-asked once, then every criterion of the item gets ``parse_failure`` (a partial answer is never
+        recorded). The call's token usage and latency are recorded on the item's first criterion only, so sums
+        over verdicts count each call once.
+
+        Raises:
+            ConfigError: ``template`` is not a ``criteria`` prompt.
+        """
+        template = self._use(template)
+        if template.answer != "criteria" or not template.criteria:
+            raise ConfigError(
+                f"judge prompt {template.source}: answer.kind is {template.answer!r}, not 'criteria'"
+            )
+        verdicts: list[list[Verdict]] = [[] for _ in items]
+
+        def build(indexed: tuple[int, JudgeItem]) -> list[tuple[int, list[Verdict] | CallRequest]]:
+            # runs in a preparation thread while earlier items' calls are in flight
+            i, item = indexed
+            names = template.applicable_criteria(len(item.inputs))
+            base = {**self._base(item, template, "single"), "model": item.model}
+            output = self._output_part(item)
+            if isinstance(output, str):
+                return [
+                    (i, [Verdict(**base, criterion=c, status="missing_output", error=output) for c in names])
+                ]
+            try:
+                messages = self._messages(template, item, [output])
+            except ImageError as exc:
+                error = f"input image: {exc}"
+                return [(i, [Verdict(**base, criterion=c, status="error", error=error) for c in names])]
+            request = CallRequest(
+                messages,
+                self._params(template),
+                stage=f"judge-{template.name}",
+                prompt_version=template.version,
+            )
+            return [(i, request)]
+
+        slots: list[int] = []
+        results: list[CallResult] = []
+        for i, value in await prepare_and_call(self.caller, list(enumerate(items)), build, progress=progress):
+            if isinstance(value, list):
+                verdicts[i] = value
+            else:
+                slots.append(i)
+                results.append(value)
+
+        def parse(text: str, finish_reason: str | None, names: tuple[str, ...]) -> Any:
+            return parse_criteria(text, finish_reason, criteria=names, low=template.low, high=template.high)
+
+        by_slot = {i: template.applicable_criteria(len(items[i].inputs)) for i in slots}
+        parsers = [functools.partial(parse, names=by_slot[i]) for i in slots]
+        finished = await self._parse_each_with_reask(results, parsers, template.reask, progress)
+        for i, (result, parsed) in zip(slots, finished, strict=True):
+            base = {**self._base(items[i], template, "single"), "model": items[i].model}
+            usage = self._usage(result)
+            for k, name in enumerate(by_slot[i]):
+                full = {**base, "criterion": name, **(usage if k == 0 else {})}
+                if k and "judge_snapshot" in usage:
+                    full["judge_snapshot"] = usage["judge_snapshot"]
+                if result.reply is None:
+                    verdicts[i].append(Verdict(**full, status="error", error=result.error))
+                elif parsed.status == "ok":
+                    verdicts[i].append(
+                        Verdict(**full, rating=float(parsed.ratings[name]), raw_text=result.reply.text)
+                    )
+                else:
+                    verdicts[i].append(
+                        Verdict(**full, status=parsed.status, raw_text=result.reply.text, error=parsed.reason)
+                    )
+        return [v for group in verdicts for v in group]
+
+    def criteria(
+        self, items: Sequence[JudgeItem], *, progress: str | None = None, template: JudgePrompt = CRITERIA
+    ) -> list[Verdict]:
+        """Synchronous :meth:`acriteria`."""
+        return run_sync(self.acriteria(items, progress=progress, template=template))
+
+    async def _parse_each_with_reask(
+        self, results: Sequence[CallResult], parsers: Sequence[Any], reask_text: str, progress: str | None
+    ) -> list[tuple[CallResult, Any]]:
+        """:meth:`_parse_with_reask` with one parser per result (each item asks its own criteria)."""
+        parsed = [
+            p(r.reply.text, r.reply.finish_reason) if r.reply else None
+            for r, p in zip(results, parsers, strict=True)
+        ]
+        retry_slots = [i for i, p in enumerate(parsed) if p is not None and p.status == "parse_failure"]
+        retries = await self.caller.acall_many(
+            [_reask(results[i], reask_text) for i in retry_slots], progress=progress
+        )
+        out = list(zip(results, parsed, strict=True))
+        for i, retry in zip(retry_slots, retries, strict=True):
+            if retry.reply is not None:
+                out[i] = (retry, parsers[i](retry.reply.text, retry.reply.finish_reason))
+        return out
+
     # -- pairwise grading -----------------------------------------------------------------------------------------------
     async def apairwise(
         self, pairs: Sequence[tuple[JudgeItem, JudgeItem]], *, progress: str | None = None
@@ -312,7 +412,9 @@ class Judge:
         """Judge each pair in both orders (AB then BA). Two verdicts per pair, ``winner`` in model_a/model_b terms.
 
         A pair with a missing output gets ``missing_output`` verdicts (no call); the statistics decide who loses.
-        The judge's ``preference`` prompt replaces the built-in one when given.
+        The judge's ``preference`` prompt replaces the built-in one when given. A tie's lean (``[[C:A]]``, asked by
+        :data:`~echo_builder.judge.prompts.PAIRWISE_LEAN`) is stored in ``tie_lean``, mapped to models like
+        ``winner``.
         """
         template = self._use(PAIRWISE)
         for a, b in pairs:
@@ -371,10 +473,11 @@ class Judge:
                 )
             else:
                 # The judge names positions; map them back to models so the AB/BA verdicts are comparable.
-                winner = parsed.winner
-                if base["order"] == "BA" and winner != "tie":
-                    winner = "B" if winner == "A" else "A"
-                verdicts[slot] = Verdict(**full, winner=winner, raw_text=result.reply.text)
+                winner, lean = parsed.winner, parsed.lean
+                if base["order"] == "BA":
+                    winner = {"A": "B", "B": "A"}.get(winner, winner)
+                    lean = {"A": "B", "B": "A"}.get(lean, lean) if lean else None
+                verdicts[slot] = Verdict(**full, winner=winner, tie_lean=lean, raw_text=result.reply.text)
         return [v for v in verdicts if v is not None]
 
     def pairwise(

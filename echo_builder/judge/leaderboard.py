@@ -37,6 +37,7 @@ __all__ = [
     "leaderboard_from_votes",
     "missing_models",
     "pairwise_comparisons",
+    "verdict_criteria",
     "verdict_ratings",
 ]
 
@@ -106,7 +107,11 @@ class Leaderboard:
         position_bias: per judge, the share of pairs judged by position (pairwise runs).
         tie_treatments: win rates under OpenING's tie treatments (pairwise runs and votes).
         tradeoff: TRIG trade-off map (:func:`echo_builder.stats.tradeoff_map`) between score dimensions, when a
-            run has at least two (one per judge and criterion; ratings rescaled to [0, 1]).
+            run has at least two (criteria x criteria per model for a per-criterion run, else one per judge and
+            criterion; ratings rescaled to [0, 1]).
+        criteria: per-criterion win rates of a per-criterion run (``judge --criteria``): ``criterion``,
+            ``model``, ``win_rate`` in [0, 1] (higher is better, ties half), ``ci_low``/``ci_high`` (95%
+            bootstrap over prompts), ``n_comparisons``; also in the table as ``win_rate_<criterion>`` columns.
     """
 
     table: pd.DataFrame
@@ -115,6 +120,7 @@ class Leaderboard:
     position_bias: pd.DataFrame | None = None
     tie_treatments: pd.DataFrame | None = None
     tradeoff: pd.DataFrame | None = None
+    criteria: pd.DataFrame | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
     def records(self) -> list[dict[str, Any]]:
@@ -151,21 +157,46 @@ class Leaderboard:
             from echo_builder.stats import plot_tradeoff_heatmap
 
             written.append(
-                plot_tradeoff_heatmap(self.tradeoff, folder / "tradeoff.png", title="Trade-offs (TRIG)")
+                plot_tradeoff_heatmap(
+                    self.tradeoff,
+                    folder / "tradeoff.png",
+                    title="Trade-offs between criteria (TRIG)"
+                    if len(self.meta.get("criteria", [])) > 1
+                    else "Trade-offs (TRIG)",
+                )
             )
         return written
 
 
+def verdict_criteria(verdicts: Sequence[Verdict]) -> list[str]:
+    """The criteria of a run's single/probability verdicts, in order of first appearance (``["overall"]`` for a
+    one-score run)."""
+    return list(dict.fromkeys(v.criterion for v in verdicts if v.mode != "pairwise"))
+
+
 def verdict_ratings(verdicts: Sequence[Verdict]) -> pd.DataFrame:
-    """Single/probability verdicts as a Ratings table (``sample_id``, ``model``, ``judge``, ``rating``, ``status``)."""
+    """Single/probability verdicts as a Ratings table (``sample_id``, ``model``, ``judge``, ``rating``, ``status``).
+
+    A per-criterion run (several criteria per output, ``judge --criteria``) gives one row per (sample, model, judge):
+    ``rating`` is the mean of its criteria's ok ratings (the criteria weigh equally, as in ECHO's single-answer
+    prompt); with none ok, the status of its first criterion (``missing_output`` or the judge failure). Filter the
+    verdicts to one ``criterion`` first for that criterion's ratings.
+    """
+    columns = ["sample_id", "model", "judge", "rating", "status"]
     rows = [
         {"sample_id": v.sample_id, "model": v.model, "judge": v.judge, "rating": v.rating, "status": v.status}
         for v in verdicts
         if v.mode != "pairwise"
     ]
-    return pd.DataFrame(rows, columns=["sample_id", "model", "judge", "rating", "status"]).astype(
-        {"rating": float}
-    )
+    frame = pd.DataFrame(rows, columns=columns).astype({"rating": float})
+    if len(verdict_criteria(verdicts)) < 2:
+        return frame
+    keys = ["sample_id", "model", "judge"]
+    ok = frame[frame["status"] == "ok"].groupby(keys, sort=False)["rating"].mean()
+    first = frame.groupby(keys, sort=False)["status"].first()
+    out = first.to_frame().join(ok, how="left").reset_index()
+    out.loc[out["rating"].notna(), "status"] = "ok"
+    return out[columns]
 
 
 def pairwise_comparisons(
@@ -173,15 +204,23 @@ def pairwise_comparisons(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Both-order pairwise verdicts -> (Comparisons per judge, position-bias table per judge).
 
-    Per (sample, judge, pair): both orders valid and agreeing -> that outcome; disagreeing -> tie (0.5) with a
-    ``tie_lean`` of NaN; one order failed -> the other order's outcome; both failed -> the judge abstains. A
-    missing output loses (``missing="loss"``; both missing tie) or the comparison is skipped.
+    Per (sample, judge, pair): both orders valid and agreeing -> that outcome; disagreeing -> tie (0.5); one order
+    failed -> the other order's outcome; both failed -> the judge abstains. A missing output loses
+    (``missing="loss"``; both missing tie) or the comparison is skipped.
+
+    When any verdict carries a ``tie_lean`` (the ``pairwise-lean`` prompt), the comparisons get a ``tie_lean``
+    column for OpenING's forced-decision (FDT) treatment: each valid order's forced decision is its winner, or for a
+    tie its lean (1.0 = model_a, 0.0 = model_b); a tied comparison leans to a side when every order that made a
+    forced decision chose that side, else NaN (orders that disagree, or no lean). Without any lean there is no
+    ``tie_lean`` column and FDT is NaN.
     """
     groups: dict[tuple[str, str, str, str], dict[str, Verdict]] = {}
     for v in verdicts:
         if v.mode == "pairwise" and v.order is not None:
             groups.setdefault((v.sample_id, v.judge, v.model_a or "", v.model_b or ""), {})[v.order] = v
     rows, bias = [], {}
+    has_lean = any(v.tie_lean is not None for by_order in groups.values() for v in by_order.values())
+    nan = float("nan")
     for (sample, judge, a, b), by_order in sorted(groups.items()):
         stats = bias.setdefault(
             judge,
@@ -198,12 +237,15 @@ def pairwise_comparisons(
             if missing == "skip":
                 continue
             outcome = 0.5 if {a, b} <= absent else (0.0 if a in absent else 1.0)
-            rows.append((sample, judge, a, b, outcome))
+            rows.append((sample, judge, a, b, outcome, nan))
             continue
-        ok = {o: _OUTCOME[v.winner] for o, v in by_order.items() if v.status == "ok" and v.winner is not None}
+        valid = {o: v for o, v in by_order.items() if v.status == "ok" and v.winner is not None}
+        ok = {o: _OUTCOME[v.winner] for o, v in valid.items()}  # type: ignore[index]
         if not ok:
             stats["abstained"] += 1
             continue
+        forced = {_forced(v) for v in valid.values()} - {None}
+        lean = forced.pop() if len(forced) == 1 else nan
         if len(ok) == 2:
             stats["pairs_both_orders"] += 1
             if ok["AB"] != ok["BA"]:
@@ -211,16 +253,27 @@ def pairwise_comparisons(
                 # "A" in both orders (or "B" in both) means the judge followed the position, not the image
                 if {ok["AB"], ok["BA"]} == {0.0, 1.0}:
                     stats["position_consistent"] += 1
-                rows.append((sample, judge, a, b, 0.5))
+                rows.append((sample, judge, a, b, 0.5, lean))
                 continue
-        rows.append((sample, judge, a, b, next(iter(ok.values()))))
-    comparisons = pd.DataFrame(rows, columns=["sample_id", "judge", "model_a", "model_b", "outcome"])
+        outcome = next(iter(ok.values()))
+        rows.append((sample, judge, a, b, outcome, lean if outcome == 0.5 else nan))
+    columns = ["sample_id", "judge", "model_a", "model_b", "outcome", "tie_lean"]
+    comparisons = pd.DataFrame(rows, columns=columns).astype({"tie_lean": float})
+    if not has_lean:
+        comparisons = comparisons.drop(columns="tie_lean")
     table = pd.DataFrame(list(bias.values()))
     if not table.empty:
         table["position_bias_rate"] = table["position_consistent"] / table["pairs_both_orders"].where(
             table["pairs_both_orders"] > 0
         )
     return comparisons, table
+
+
+def _forced(v: Verdict) -> float | None:
+    """A pairwise verdict's forced decision in model_a terms: 1.0 / 0.0 for a winner or a leaning tie, else None."""
+    if v.winner in ("A", "B"):
+        return _OUTCOME[v.winner]
+    return None if v.tie_lean is None else _OUTCOME[v.tie_lean]
 
 
 def leaderboard_from_comparisons(
@@ -349,6 +402,7 @@ def leaderboard_from_run(
     seed: int = 0,
     bootstrap_judges: bool = False,
     ci: Literal["bootstrap", "normal"] = "bootstrap",
+    criterion: str | None = None,
 ) -> Leaderboard:
     """Leaderboard of a judge run folder (``verdicts.parquet``), any mode, any number of judges.
 
@@ -356,10 +410,25 @@ def leaderboard_from_run(
     With ``bootstrap_judges=True`` the judges' comparisons are pooled instead and the bootstrap resamples judges as
     well as prompts, so the interval also reflects which judges were chosen (ECHO Flow 2, "optionally over judges").
     ``ci``: as :func:`leaderboard_from_comparisons`.
+
+    A per-criterion run (``judge --criteria``) is ranked on the mean of the criteria (:func:`verdict_ratings`),
+    with one win rate per criterion beside it (:attr:`Leaderboard.criteria`, ``win_rate_<criterion>`` columns)
+    and the TRIG trade-off map over criteria x criteria per model; ``criterion`` ranks on that criterion alone.
+
+    Raises:
+        ConfigError: no verdicts, or ``criterion`` is not one the run rated (the message lists those it did).
     """
     verdicts = read_verdicts(run_dir)
     if not verdicts:
         raise ConfigError(f"{run_dir}: the run has no verdicts")
+    if criterion is not None:
+        rated = verdict_criteria(verdicts)
+        if criterion not in rated:
+            raise ConfigError(
+                f"{run_dir}: no verdicts for criterion {criterion!r}; the run rated: {', '.join(rated) or 'none'}"
+                + (" (a pairwise run has one overall verdict)" if not rated else "")
+            )
+        verdicts = [v for v in verdicts if v.criterion == criterion]
     return _leaderboard_from_verdicts(
         verdicts, missing=missing, n_boot=n_boot, seed=seed, bootstrap_judges=bootstrap_judges, ci=ci
     )
@@ -488,22 +557,72 @@ def _leaderboard_from_verdicts(
             board.table[column] = board.table["model"].map(by_model[column])
     if not pairwise:
         board.tradeoff = _rating_tradeoff(verdicts)
+        criteria = verdict_criteria(verdicts)
+        if len(criteria) > 1:
+            board.criteria = _criterion_win_rates(
+                verdicts,
+                criteria,
+                missing=missing,
+                n_boot=n_boot,
+                seed=seed,
+                bootstrap_judges=bootstrap_judges,
+            )
+            wide = board.criteria.pivot(index="model", columns="criterion", values="win_rate")
+            for name in criteria:
+                board.table[f"win_rate_{name}"] = board.table["model"].map(wide[name])
+            board.meta["criteria"] = criteria
+            board.meta["ranked_on"] = "mean of the criteria ratings"
+        else:
+            board.meta["criteria"] = criteria
     board.meta.update(
         {"judges": judges, "mode": "pairwise" if pairwise else verdicts[0].mode, "missing": missing}
     )
     return board
 
 
+def _criterion_win_rates(
+    verdicts: Sequence[Verdict],
+    criteria: Sequence[str],
+    *,
+    missing: Literal["loss", "skip"],
+    n_boot: int,
+    seed: int,
+    bootstrap_judges: bool,
+) -> pd.DataFrame:
+    """Per criterion, the win rates (pseudo-pairwise per judge, majority vote across judges unless pooled,
+    bootstrap over prompts): long table ``criterion``, ``model``, ``win_rate``, ``ci_low``, ``ci_high``,
+    ``n_comparisons`` (criteria in run order, models best first)."""
+    from echo_builder.stats import bootstrap_win_rates, majority_vote, pseudo_pairwise
+
+    frames = []
+    for name in criteria:
+        per_judge = pseudo_pairwise(
+            verdict_ratings([v for v in verdicts if v.criterion == name]), missing=missing
+        )
+        if per_judge.empty:
+            continue
+        if not bootstrap_judges and per_judge["judge"].nunique() > 1:
+            per_judge = majority_vote(per_judge)
+        wins = bootstrap_win_rates(per_judge, n_boot=n_boot, seed=seed, over_judges=bootstrap_judges)
+        wins.insert(0, "criterion", name)
+        frames.append(wins[["criterion", "model", "win_rate", "ci_low", "ci_high", "n_comparisons"]])
+    columns = ["criterion", "model", "win_rate", "ci_low", "ci_high", "n_comparisons"]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
 def _rating_tradeoff(verdicts: Sequence[Verdict]) -> pd.DataFrame | None:
-    """TRIG trade-off map with one dimension per (judge, criterion), ratings rescaled to [0, 1]; ``None`` when the
-    run has a single dimension. Metric scores from ``echo-bench metrics`` can join as further dimensions."""
+    """TRIG trade-off map, ratings rescaled to [0, 1]; ``None`` when the run has a single dimension. A run with
+    several criteria has one dimension per criterion (criteria x criteria per model; several judges' scores are
+    averaged per sample), any other run one per (judge, criterion). Metric scores from ``echo-bench metrics`` can
+    join as further dimensions."""
     from echo_builder.stats import tradeoff_map
 
+    by_criterion = len(verdict_criteria(verdicts)) > 1
     rows = [
         {
             "model": v.model,
             "sample_id": v.sample_id,
-            "dimension": f"{v.judge} {v.criterion}",
+            "dimension": v.criterion if by_criterion else f"{v.judge} {v.criterion}",
             "score": _unit_scale(v),
         }
         for v in verdicts
@@ -512,7 +631,8 @@ def _rating_tradeoff(verdicts: Sequence[Verdict]) -> pd.DataFrame | None:
     if not rows:
         return None
     wide = pd.DataFrame(rows).pivot_table(index=["model", "sample_id"], columns="dimension", values="score")
-    dimensions = list(wide.columns)
+    order = {d: i for i, d in enumerate(dict.fromkeys(r["dimension"] for r in rows))}
+    dimensions = sorted(wide.columns, key=lambda d: order[d]) if by_criterion else list(wide.columns)
     if len(dimensions) < 2:
         return None
     return tradeoff_map(wide.reset_index(), dimensions, threshold=0.5)

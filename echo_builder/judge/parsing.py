@@ -12,7 +12,15 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["ParsedPreference", "ParsedRating", "looks_like_refusal", "parse_preference", "parse_rating"]
+__all__ = [
+    "ParsedCriteria",
+    "ParsedPreference",
+    "ParsedRating",
+    "looks_like_refusal",
+    "parse_criteria",
+    "parse_preference",
+    "parse_rating",
+]
 
 # the content is stripped in Python: a pattern like r"\[\[\s*(.*?)\s*\]\]" backtracks cubically on "[[" followed
 # by a long run of whitespace (a 4,000-space reply took a minute); this one is linear
@@ -79,11 +87,17 @@ def parse_rating(
 
 @dataclass(frozen=True)
 class ParsedPreference:
-    """``winner`` is ``A``, ``B`` or ``tie`` (from ``[[C]]``) when ``status == "ok"``."""
+    """``winner`` is ``A``, ``B`` or ``tie`` (from ``[[C]]``) when ``status == "ok"``; ``lean`` is the side a tie
+    leans to (``[[C:A]]`` / ``[[C:B]]``, in the positions shown), ``None`` for a bare tie or a decisive verdict."""
 
     winner: Literal["A", "B", "tie"] | None
     status: Literal["ok", "parse_failure", "refusal"]
     reason: str | None = None
+    lean: Literal["A", "B"] | None = None
+
+
+# a tie with an optional lean: C, TIE, C:A, C-B, C(A), Tie(B), C > A (OpenING writes "Tie(A)")
+_TIE = re.compile(r"(?:C|TIE)(?:\s*(?:[:/>-]\s*([AB])|\(\s*([AB])\s*\)))?")
 
 
 def parse_preference(
@@ -94,7 +108,8 @@ def parse_preference(
     pick: Literal["first", "last"] = "last",
 ) -> ParsedPreference:
     """Parse the last (or first) ``[[A]]`` / ``[[B]]`` / ``[[C]]`` of a pairwise judge reply (``pattern``: as for
-    :func:`parse_rating`)."""
+    :func:`parse_rating`). A tie may carry a lean, ``[[C:A]]`` or ``[[C:B]]`` (also ``C-A``, ``C(A)``, ``Tie(A)``;
+    any case): the side the judge would pick if forced, for OpenING's forced-decision (FDT) tie treatment."""
     found = _verdicts(text, pattern)
     if not found:
         if looks_like_refusal(text, finish_reason):
@@ -102,7 +117,65 @@ def parse_preference(
         return ParsedPreference(None, "parse_failure", "no [[A]], [[B]] or [[C]] verdict in the reply")
     chosen = found[-1] if pick == "last" else found[0]
     last = chosen.upper()
-    mapping: dict[str, Literal["A", "B", "tie"]] = {"A": "A", "B": "B", "C": "tie", "TIE": "tie"}
-    if last not in mapping:
+    if last in ("A", "B"):
+        return ParsedPreference(last, "ok")  # type: ignore[arg-type]
+    tie = _TIE.fullmatch(last)
+    if tie is None:
         return ParsedPreference(None, "parse_failure", f"{pick} verdict [[{chosen}]] is not A, B or C")
-    return ParsedPreference(mapping[last], "ok")
+    lean = tie.group(1) or tie.group(2)
+    return ParsedPreference("tie", "ok", lean=lean)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class ParsedCriteria:
+    """``ratings`` (criterion -> integer in ``[low, high]``, every expected criterion) when ``status == "ok"``."""
+
+    ratings: dict[str, int] | None
+    status: Literal["ok", "parse_failure", "refusal"]
+    reason: str | None = None
+
+
+_OBJECT = re.compile(r"\{[^{}]*\}")
+
+
+def parse_criteria(
+    text: str,
+    finish_reason: str | None = None,
+    *,
+    criteria: tuple[str, ...],
+    low: int = 1,
+    high: int = 10,
+) -> ParsedCriteria:
+    """Parse the last JSON object of a judge reply as one integer rating per criterion (answer kind ``criteria``).
+
+    The object (flat, no nesting; e.g. ``{"prompt_following": 7, "realism": 9}``) must give every name in
+    ``criteria`` an integer in ``[low, high]`` (``7.0`` counts as 7; ``7.5``, ``"7"``, ``true`` or a missing key are
+    parse failures); keys not asked for are ignored. A reply that declines or is filtered is a refusal.
+    """
+    import json
+
+    found = _OBJECT.findall(text)
+    if not found:
+        if looks_like_refusal(text, finish_reason):
+            return ParsedCriteria(None, "refusal", "the judge declined or was filtered")
+        return ParsedCriteria(None, "parse_failure", "no JSON object of criterion ratings in the reply")
+    try:
+        obj = json.loads(found[-1])
+    except ValueError:
+        return ParsedCriteria(
+            None, "parse_failure", f"the last {{...}} in the reply is not JSON: {found[-1][:200]}"
+        )
+    ratings: dict[str, int] = {}
+    for name in criteria:
+        value = obj.get(name)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            what = "missing" if name not in obj else f"{value!r} is not an integer"
+            return ParsedCriteria(None, "parse_failure", f"criterion {name!r}: {what}")
+        if not low <= value <= high:
+            return ParsedCriteria(
+                None, "parse_failure", f"criterion {name!r}: {value} is outside {low}-{high}"
+            )
+        ratings[name] = value
+    return ParsedCriteria(ratings, "ok")

@@ -9,10 +9,15 @@ asked and how its answer is read:
 - ``layout``: ``before_text`` (every input image, then the output image(s), then the text: echo-bench's default)
   or ``interleaved`` (images go where the template's image placeholders are: ECHO's released code interleaves
   captions and images);
-- ``answer``: ``kind`` (``rating`` 1-10, ``preference`` A/B/C, ``digits``, ``trig``), the verdict ``pattern`` (a
+- ``answer``: ``kind`` (``rating`` 1-10, ``preference`` A/B/C, ``digits``, ``trig``, ``criteria``: one rating per
+  declared criterion in a JSON object), the verdict ``pattern`` (a
   regular expression with one group, default ``\\[\\[([^\\[\\]]*)\\]\\]``), ``pick`` (``last``, the default, or
   ``first`` as the reference code did), ``low``/``high`` (the rating range) and the ``reask`` text;
 - ``temperature`` (0-2); ``image``: ``short_side`` (px), ``resample`` (a Pillow filter name) and ``jpeg_quality``.
+- ``criteria`` (``answer.kind: criteria`` only, and required there): criterion name (lower-case, ``_``) ->
+  description, or -> ``{description, inputs_only}`` (``inputs_only: true``: asked only when the sample has input
+  images). The user template places them with ``{criteria}`` (a numbered ``name: description`` list of the
+  criteria asked for the sample) and ``{criteria_json}`` (the expected answer's keys, ``{"name": N, ...}``).
 
 Template placeholders (single pass; ``{{`` and ``}}`` are literal braces, so text inserted from a sample is never
 read as a placeholder): text ``{prompt}`` (the user's prompt, quoted with :func:`quote_slot`), ``{n_inputs}``,
@@ -31,7 +36,11 @@ The single-answer protocol follows ECHO (arXiv 2510.15021, Sec. 4, after MT-Benc
 describe what a good output would be, list the output's errors, weigh prompt following, fidelity to the input
 images (image-to-image only) and realism/aesthetics equally, then give an integer rating 1-10 written ``[[N]]``.
 The pairwise protocol follows MT-Bench / OpenING's arena (``[[A]]``, ``[[B]]`` or ``[[C]]`` for a tie); each pair
-is shown in both orders by the caller.
+is shown in both orders by the caller. :data:`PAIRWISE_LEAN` (``echo-pairwise-v2``, the default of ``echo-bench
+judge --mode pairwise``) asks a tie for its lean, ``[[C:A]]`` / ``[[C:B]]``, for OpenING's forced-decision (FDT) tie
+treatment (arXiv 2411.18499, Interleaved Arena). :data:`CRITERIA` (``echo-criteria-v1``) rates prompt following,
+fidelity to the inputs, realism, aesthetics and text separately in one call, after ECHO's criteria (Sec. 4) and
+TRIG-Bench's dimension-wise scores (arXiv 2507.22100).
 """
 
 from __future__ import annotations
@@ -50,7 +59,9 @@ from echo_builder.input_files import read_small_file
 
 __all__ = [
     "ANSWER_KINDS",
+    "CRITERIA",
     "PAIRWISE",
+    "PAIRWISE_LEAN",
     "PROBABILITY_DIGITS",
     "PROBABILITY_TRIG",
     "PROMPT_FILE_FORMAT",
@@ -69,20 +80,26 @@ __all__ = [
 ]
 
 PROMPT_FILE_FORMAT = "echo-bench-judge-prompt/1"
-#: answer kinds: a 1-10 rating, an A/B/C preference, next-token digit or Good/Medium/Bad probabilities
-ANSWER_KINDS = ("rating", "preference", "digits", "trig")
+#: answer kinds: a 1-10 rating, an A/B/C preference, next-token digit or Good/Medium/Bad probabilities, or one
+#: rating per declared criterion (a JSON object)
+ANSWER_KINDS = ("rating", "preference", "digits", "trig", "criteria")
 #: Pillow resampling filters by name (``image.resample``)
 RESAMPLING_FILTERS = ("lanczos", "bicubic", "bilinear", "nearest", "box", "hamming")
 DEFAULT_PATTERN = r"\[\[([^\[\]]*)\]\]"
 _REASK = {
     "rating": "Your reply has no valid final rating. Give your overall rating now, as an integer 1-10 written [[N]].",
     "preference": "Your reply has no valid final verdict. Answer now with exactly one of [[A]], [[B]] or [[C]].",
+    "criteria": "Your reply has no valid final JSON object with an integer rating for every criterion. Give it now, "
+    "as one JSON object on the last line.",
 }
 _BUILTIN_DIR = Path(__file__).with_name("prompt_files")
 _TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _IMAGE_NAME = re.compile(r"(input|output)_image_([1-9][0-9]*)")
 #: the placeholder of the OCR evidence (see the module docstring)
 OCR_TEXT = "ocr_text"
+#: the placeholders of a ``criteria`` prompt: the criteria asked for this sample, and the JSON answer's shape
+CRITERIA_LIST = "criteria"
+CRITERIA_JSON = "criteria_json"
 
 
 @dataclass(frozen=True)
@@ -123,6 +140,46 @@ class JudgePrompt:
     jpeg_quality: int = 85
     source: str = "built-in"
     sha256: str = field(default="", compare=False)
+    criteria: tuple[tuple[str, str, bool], ...] = ()
+
+    @property
+    def criterion_names(self) -> tuple[str, ...]:
+        """The declared (or selected) criteria of a ``criteria`` prompt, in file order; ``()`` otherwise."""
+        return tuple(c[0] for c in self.criteria)
+
+    def applicable_criteria(self, n_inputs: int) -> tuple[str, ...]:
+        """The criteria asked for a sample with ``n_inputs`` input images (``inputs_only`` ones need one)."""
+        return tuple(name for name, _, inputs_only in self.criteria if n_inputs or not inputs_only)
+
+    def select_criteria(self, names: Sequence[str]) -> JudgePrompt:
+        """This prompt asking only ``names`` (kept in the file's order).
+
+        Raises:
+            ConfigError: the prompt declares no criteria, ``names`` is empty or repeats one, or a name is not
+                declared (the message lists the declared criteria).
+        """
+        import dataclasses
+
+        declared = self.criterion_names
+        if not declared:
+            raise ConfigError(
+                f"judge prompt {self.source} ({self.version}) declares no criteria (answer.kind is "
+                f"{self.answer!r}); --criteria needs a prompt with answer.kind criteria"
+            )
+        wanted = [n.strip() for n in names]
+        if not wanted or any(not n for n in wanted):
+            raise ConfigError(
+                f"--criteria: give criteria names separated by commas; declared: {', '.join(declared)}"
+            )
+        if len(set(wanted)) != len(wanted):
+            raise ConfigError(f"--criteria names a criterion twice: {', '.join(wanted)}")
+        unknown = [n for n in wanted if n not in declared]
+        if unknown:
+            raise ConfigError(
+                f"unknown criterion {unknown[0]!r} for judge prompt {self.source} ({self.version}); declared: "
+                f"{', '.join(declared)}"
+            )
+        return dataclasses.replace(self, criteria=tuple(c for c in self.criteria if c[0] in wanted))
 
     def identity(self) -> dict[str, Any]:
         """What run.json records: name, version, source and content hash."""
@@ -159,6 +216,7 @@ _TOP_KEYS = {
     "answer",
     "temperature",
     "image",
+    "criteria",
 }
 _ANSWER_KEYS = {"kind", "pattern", "pick", "low", "high", "reask"}
 _IMAGE_KEYS = {"short_side", "resample", "jpeg_quality"}
@@ -252,7 +310,7 @@ def prompt_from_mapping(doc: Any, where: str, *, builtin: bool = False) -> Judge
         label = f"fields.{fname}"
         if not isinstance(fname, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", fname):
             raise _fail(where, label, "a field name is letters, digits and _ (not starting with a digit)")
-        if fname in ("prompt", "n_inputs", OCR_TEXT) or _is_image_name(fname):
+        if fname in ("prompt", "n_inputs", OCR_TEXT, CRITERIA_LIST, CRITERIA_JSON) or _is_image_name(fname):
             raise _fail(where, label, "this name is a built-in placeholder")
         if isinstance(texts, str):
             texts = {"with_inputs": texts, "without_inputs": texts}
@@ -289,6 +347,7 @@ def prompt_from_mapping(doc: Any, where: str, *, builtin: bool = False) -> Judge
     short_side = _number(image, "short_side", where, 512, 16, 4096, integer=True, label="image.short_side")
     resample = _choice(image, "resample", where, "lanczos", RESAMPLING_FILTERS, "image.resample")
     quality = _number(image, "jpeg_quality", where, 85, 1, 95, integer=True, label="image.jpeg_quality")
+    criteria = _criteria(doc, where, kind)
     field_names = {f[0] for f in fields}
     _check_placeholders(user, "user", where, field_names, layout, kind)
     for fname, with_inputs, without_inputs in fields:
@@ -314,6 +373,8 @@ def prompt_from_mapping(doc: Any, where: str, *, builtin: bool = False) -> Judge
         "resample": resample,
         "jpeg_quality": quality,
     }
+    if criteria:  # only criteria prompts carry the key: every other prompt keeps its hash
+        content["criteria"] = [list(c) for c in criteria]
     digest = hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
     if not builtin:
         version = f"{version}+sha256:{digest[:12]}"
@@ -336,7 +397,39 @@ def prompt_from_mapping(doc: Any, where: str, *, builtin: bool = False) -> Judge
         jpeg_quality=quality,
         source="built-in" if builtin else where,
         sha256=digest,
+        criteria=criteria,
     )
+
+
+_CRITERION_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def _criteria(doc: Mapping[str, Any], where: str, kind: str) -> tuple[tuple[str, str, bool], ...]:
+    """``criteria``: a mapping name -> description text, or name -> ``{description, inputs_only}``; required for
+    (and only allowed with) ``answer.kind: criteria``."""
+    raw = doc.get("criteria")
+    if kind != "criteria":
+        if raw is not None:
+            raise _fail(where, "criteria", "only a prompt with answer.kind criteria declares criteria")
+        return ()
+    if not isinstance(raw, dict) or not raw:
+        raise _fail(
+            where, "criteria", "answer.kind criteria needs a mapping of criterion name -> description"
+        )
+    out = []
+    for name, spec in raw.items():
+        label = f"criteria.{name}"
+        if not isinstance(name, str) or not _CRITERION_NAME.fullmatch(name) or name == "overall":
+            raise _fail(where, label, "a criterion name is lower-case letters, digits and _ (not 'overall')")
+        if isinstance(spec, str):
+            spec = {"description": spec}
+        section = _section({name: spec}, name, where, {"description", "inputs_only"})
+        description = _text(section, "description", where, label=f"{label}.description")
+        inputs_only = section.get("inputs_only", False)
+        if not isinstance(inputs_only, bool):
+            raise _fail(where, f"{label}.inputs_only", f"expected true or false, got {inputs_only!r}")
+        out.append((name, description.strip(), inputs_only))
+    return tuple(out)
 
 
 def _is_image_name(name: str) -> bool:
@@ -348,7 +441,9 @@ def _check_placeholders(
 ) -> None:
     names = [m.group(1) for m in _TOKEN.finditer(text) if m.group(1)]
     images = [n for n in names if _is_image_name(n)]
-    builtins = ("prompt", "n_inputs") if nested else ("prompt", "n_inputs", OCR_TEXT)
+    builtins: tuple[str, ...] = ("prompt", "n_inputs") if nested else ("prompt", "n_inputs", OCR_TEXT)
+    if kind == "criteria":
+        builtins = (*builtins, CRITERIA_LIST, CRITERIA_JSON)
     for n in names:
         if n not in fields and n not in builtins and not _is_image_name(n):
             known = ", ".join(sorted({*builtins, *fields}))
@@ -436,8 +531,8 @@ def _unfilled_placeholder(doc: Any) -> str | None:
 
 
 def builtin_prompt(name: str) -> JudgePrompt:
-    """A prompt shipped with the package (``single``, ``pairwise``, ``probability-digits``, ``probability-trig``,
-    ``text-rendering``, ``text-rendering-ocr``); the files are in ``echo_builder/judge/prompt_files/``."""
+    """A prompt shipped with the package (``single``, ``pairwise``, ``pairwise-lean``, ``criteria``,
+    ``probability-digits``, ``probability-trig``, ``text-rendering``, ``text-rendering-ocr``); the files are in ``echo_builder/judge/prompt_files/``."""
     import yaml
 
     path = _BUILTIN_DIR / f"{name}.yaml"
@@ -453,6 +548,10 @@ PROBABILITY_DIGITS = builtin_prompt("probability-digits")
 PROBABILITY_TRIG = builtin_prompt("probability-trig")
 TEXT_RENDERING = builtin_prompt("text-rendering")
 TEXT_RENDERING_OCR = builtin_prompt("text-rendering-ocr")
+#: pairwise with a lean on ties ([[C:A]] / [[C:B]]), for OpenING's forced-decision (FDT) tie treatment
+PAIRWISE_LEAN = builtin_prompt("pairwise-lean")
+#: one call, one 1-10 rating per declared criterion (a JSON object); ``judge --criteria`` selects from it
+CRITERIA = builtin_prompt("criteria")
 
 
 # -- rendering -------------------------------------------------------------------------------------------------------
@@ -469,6 +568,11 @@ def _values(template: JudgePrompt, prompt: str, n_inputs: int, ocr_text: str | N
                 "given for the item (metrics --ocr-evidence reads it)"
             )
         values[OCR_TEXT] = quote_slot(ocr_text, OCR_TEXT)
+    if template.criteria:
+        asked = set(template.applicable_criteria(n_inputs))
+        chosen = [(name, text) for name, text, _ in template.criteria if name in asked]
+        values[CRITERIA_LIST] = "\n".join(f"{i}. {name}: {text}" for i, (name, text) in enumerate(chosen, 1))
+        values[CRITERIA_JSON] = "{" + ", ".join(f'"{name}": N' for name, _ in chosen) + "}"
     return values
 
 

@@ -84,10 +84,16 @@ def _interval(low: Any, high: Any) -> str:
     return f"[{low:.3f}, {high:.3f}]"
 
 
+def criterion_columns(board: Leaderboard) -> list[str]:
+    """The criteria of a per-criterion run's board (those with a ``win_rate_<criterion>`` column), in run order."""
+    return [c for c in board.meta.get("criteria", []) if f"win_rate_{c}" in board.table.columns]
+
+
 def leaderboard_markdown(board: Leaderboard) -> str:
     """The leaderboard as GitHub-flavoured Markdown: the ranked table, then the notes the text table prints under it
     (interval method, Bradley-Terry's virtual ties, warnings) and, when there are any, OpenING's tie treatments, judge
-    failures per model and judge, and position bias per judge, each as a table.
+    failures per model and judge, and position bias per judge, each as a table; a per-criterion run adds the win
+    rate per criterion (one column per criterion).
 
     Columns of the main table, as ``--format table``: ``#`` (rank, best first), ``model``, ``win rate`` (in [0, 1],
     ties count half), ``95% CI``, ``Bradley-Terry`` (Elo scale), ``Elo`` (online), ``comparisons``, ``failures``
@@ -169,6 +175,21 @@ def leaderboard_markdown(board: Leaderboard) -> str:
                 for r in records
             ],
             [False, True, True, True, True, True],
+        )
+    criteria = criterion_columns(board)
+    if criteria:
+        lines += [
+            "",
+            "Win rate per criterion (ties count half; the ranking above uses the mean of the criteria):",
+            "",
+        ]
+        lines += _markdown_table(
+            ["model", *criteria],
+            [
+                [markdown_cell(r["model"]), *(_number(r[f"win_rate_{c}"], ".3f") for c in criteria)]
+                for r in records
+            ],
+            [False, *([True] * len(criteria))],
         )
     if board.failures is not None:
         failed = board.failures[board.failures["judge_failures"] + board.failures["missing_output"] > 0]

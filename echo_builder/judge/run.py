@@ -32,7 +32,8 @@ from echo_builder.errors import ConfigError
 from echo_builder.input_files import is_utf8
 from echo_builder.judge.judging import Judge, JudgeItem
 from echo_builder.judge.prompts import (
-    PAIRWISE,
+    CRITERIA,
+    PAIRWISE_LEAN,
     PROBABILITY_DIGITS,
     PROBABILITY_TRIG,
     SINGLE,
@@ -177,6 +178,7 @@ def run_judging(
     prices_file: str | Path | None = None,
     anchors: int | None = None,
     anchor_from: str | Path | None = None,
+    criteria: Sequence[str] | None = None,
 ) -> JudgeRunResult:
     """Judge every (sample, model) of ``config`` with every judge spec and write the run folder.
 
@@ -190,8 +192,10 @@ def run_judging(
         limit: judge only the first ``limit`` samples (for a quick look).
         probability_scale: for ``probability`` mode, ``digits`` (expected 1-9 rating) or ``trig`` (TRIGScore).
         judge_prompt: a judge prompt file (or a loaded :class:`JudgePrompt`) replacing the built-in prompt of
-            ``mode``; its ``answer.kind`` must fit the mode (single: ``rating``, pairwise: ``preference``,
-            probability: ``digits`` or ``trig`` as ``probability_scale``). Its identity (name, version with the
+            ``mode``; its ``answer.kind`` must fit the mode (single: ``rating`` or ``criteria``, pairwise:
+            ``preference``, probability: ``digits`` or ``trig`` as ``probability_scale``). The built-in pairwise
+            prompt is :data:`~echo_builder.judge.prompts.PAIRWISE_LEAN` (ties carry a lean, so OpenING's FDT tie
+            treatment is computed). Its identity (name, version with the
             content hash, source, SHA-256) goes into ``run.json`` and every verdict's ``prompt_version``.
         run_config: the ``--run-config`` file the command read (path, SHA-256, its values and the keys the
             command line overrode; :func:`echo_builder.commands.options.run_config_record`), kept in ``run.json``
@@ -211,9 +215,14 @@ def run_judging(
             this run's judges into ``RUN/anchors/`` (own verdicts file and call cache; see
             :mod:`echo_builder.judge.drift`), so ``echo-bench leaderboard EARLIER RUN`` can check judge drift.
             Single and probability modes only; both or neither must be given.
+        criteria: single mode only: rate these criteria (names declared by a ``criteria`` prompt; the built-in
+            :data:`~echo_builder.judge.prompts.CRITERIA` declares prompt_following, input_fidelity, realism,
+            aesthetics and text) in one call per output, one verdict per criterion. A ``criteria`` prompt file
+            without ``criteria`` rates all it declares. ``run.json`` lists the criteria rated.
 
     Raises:
-        ConfigError: no judges, no models, unknown mode, unreadable outputs, a bad or unfitting prompt file, a bad
+        ConfigError: no judges, no models, unknown mode, unreadable outputs, a bad or unfitting prompt file,
+            criteria outside single mode or not declared by the prompt (the message lists the declared ones), a bad
             price file, ``max_cost_usd`` for a judge without a price, or ``batch`` with a judge that has no Batch
             API.
         BudgetExceededError: the next call would pass ``max_cost_usd``; the calls in flight finish and every reply
@@ -233,10 +242,19 @@ def run_judging(
     if limit is not None and limit < 1:
         raise ConfigError(f"limit must be >= 1, got {limit}")
     probability = PROBABILITY_DIGITS if probability_scale == "digits" else PROBABILITY_TRIG
-    prompt = {"single": SINGLE, "pairwise": PAIRWISE, "probability": probability}[mode]
+    prompt = {"single": SINGLE, "pairwise": PAIRWISE_LEAN, "probability": probability}[mode]
+    if criteria is not None:
+        if mode != "single":
+            raise ConfigError(f"--criteria applies to --mode single, not --mode {mode}")
+        prompt = CRITERIA
     if judge_prompt is not None:
         custom = judge_prompt if isinstance(judge_prompt, JudgePrompt) else load_judge_prompt(judge_prompt)
-        if custom.answer != prompt.answer:
+        if criteria is not None and custom.answer != "criteria":
+            raise ConfigError(
+                f"judge prompt {custom.source}: field 'answer.kind' is {custom.answer!r}, but --criteria needs "
+                "'criteria' (a prompt that declares its criteria)"
+            )
+        if custom.answer != prompt.answer and not (mode == "single" and custom.answer == "criteria"):
             raise ConfigError(
                 f"judge prompt {custom.source}: field 'answer.kind' is {custom.answer!r}, but --mode {mode}"
                 + (f" --probability-scale {probability_scale}" if mode == "probability" else "")
@@ -256,6 +274,8 @@ def run_judging(
         if Path(anchor_from).resolve() == Path(out_dir).resolve():
             raise ConfigError("--anchor-from must be an earlier run, not this run's --out folder")
         anchor_work = anchor_items(anchor_from, anchors, mode)
+    if criteria is not None:
+        prompt = prompt.select_criteria(criteria)
     all_samples = _identified(read_config(benchmark, config), f"{benchmark}/{config}")
     samples = all_samples[:limit] if limit is not None else all_samples
     outputs = discover_outputs(outputs_dir)
@@ -332,7 +352,11 @@ def run_judging(
             )
             judge = Judge(caller, prompts={prompt.answer: prompt})
             label = f"judging with {spec}" if progress else None
-            if mode == "single":
+            if prompt.answer == "criteria":
+                batch = judge.criteria(
+                    [it for items in per_sample.values() for it in items], progress=label, template=prompt
+                )
+            elif mode == "single":
                 batch = judge.single([it for items in per_sample.values() for it in items], progress=label)
             elif mode == "probability":
                 batch = judge.probability(
@@ -399,6 +423,8 @@ def run_judging(
         "mode": mode,
         "prompt_version": prompt.version,
         "judge_prompt": prompt.identity(),
+        # the criteria rated (answer kind criteria); [] for one overall score
+        "criteria": list(prompt.criterion_names),
         # the prompt file's sampling temperature; a judge's `-o temperature=` (judges[].settings) wins over it
         "prompt_temperature": prompt.temperature,
         "outputs": str(outputs_dir),

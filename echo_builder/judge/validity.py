@@ -100,6 +100,8 @@ def _temperature(settings: Mapping[str, Any], run_meta: Mapping[str, Any]) -> di
         for builtin in (
             prompts.SINGLE,
             prompts.PAIRWISE,
+            prompts.PAIRWISE_LEAN,
+            prompts.CRITERIA,
             prompts.PROBABILITY_DIGITS,
             prompts.PROBABILITY_TRIG,
         ):

@@ -35,7 +35,8 @@ _PLOT_CAPTIONS = {
     "win_rates.png": "Win rate with 95% bootstrap interval over prompts",
     "bradley_terry.png": "Bradley-Terry rating (Elo scale) with 95% interval",
     "head_to_head.png": "Head to head: row model's win rate against the column model",
-    "tradeoff.png": "Trade-offs between judges and criteria (TRIG)",
+    "tradeoff.png": "Trade-offs between score dimensions per model (TRIG): criteria x criteria for a per-criterion "
+    "run, else judges and criteria",
 }
 
 
@@ -65,17 +66,22 @@ def paper_table(board: Leaderboard | None, config: str | None) -> pd.DataFrame:
 
 
 def display_table(board: Leaderboard) -> pd.DataFrame:
-    """The leaderboard table as shown: ``rank`` first (1 = best), win rates rounded to 3 decimals, ratings to 1.
+    """The leaderboard table as shown: ``rank`` first (1 = best), win rates rounded to 3 decimals (also OpenING's
+    four tie treatments ``tie_fdt``, ``tie_half``, ``tie_zero``, ``tie_dropped``), ratings to 1; a per-criterion run
+    adds one ``win_rate_<criterion>`` column per criterion at the end.
 
     A model with no valid comparison keeps its row with empty scores (it must not vanish from the board).
     """
     table = board.table.copy()
     table.insert(0, "rank", range(1, len(table) + 1))
-    for column in ("win_rate", "ci_low", "ci_high"):
-        table[column] = table[column].astype(float).round(3)
+    criteria = [f"win_rate_{c}" for c in board.meta.get("criteria", []) if f"win_rate_{c}" in table.columns]
+    rates = ("win_rate", "ci_low", "ci_high", "tie_fdt", "tie_half", "tie_zero", "tie_dropped", *criteria)
+    for column in rates:
+        if column in table.columns:
+            table[column] = table[column].astype(float).round(3)
     for column in ("bt_rating", "bt_ci_low", "bt_ci_high"):
         table[column] = table[column].astype(float).round(1)
-    return table[[c for c in TABLE_COLUMNS if c in table.columns]].reset_index(drop=True)
+    return table[[c for c in (*TABLE_COLUMNS, *criteria) if c in table.columns]].reset_index(drop=True)
 
 
 @dataclass
@@ -272,5 +278,18 @@ def _summary(board: Leaderboard, info: dict[str, Any], name: str, missing: str, 
         f"the Elo scale (mean 1000). A missing output {missing_text}; judge failures are counted beside each model "
         "(`n_failures`), never scored (ECHO, arXiv 2510.15021, Flow 2).",
     ]
+    if meta.get("mode") == "pairwise":
+        body.append(
+            "\nTies under OpenING's four treatments: `tie_fdt` (forced decision: a tie counts for the side the judge "
+            "leaned to; empty when the judge gave no leans), `tie_half` (a tie is half a win), `tie_zero` (no win), "
+            "`tie_dropped` (ties left out)."
+        )
+    criteria = [c for c in meta.get("criteria", []) if f"win_rate_{c}" in board.table.columns]
+    if criteria:
+        body.append(
+            f"\nPer-criterion run ({', '.join(f'`{c}`' for c in criteria)}): `win_rate` ranks on the mean of the "
+            "criteria ratings; `win_rate_<criterion>` is the win rate on that criterion alone. The trade-off map "
+            "below is criteria x criteria per model."
+        )
     body += [f"\n> {note}" for note in notes]
     return "\n".join(body)

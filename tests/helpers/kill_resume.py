@@ -56,7 +56,9 @@ def request_key(body: dict[str, Any]) -> str:
         messages.append(Message(m["role"], tuple(parts)))
     fields = ("temperature", "max_tokens", "top_p", "seed", "stop", "logprobs", "top_logprobs")
     params = GenerationParams(**{k: body[k] for k in fields if k in body})
-    stage, version = _stage_version(body["messages"][0]["content"])
+    stage, version = _stage_version(
+        body["messages"][0]["content"], json.dumps(body["messages"][-1]["content"])
+    )
     return call_key(
         stage=stage,
         prompt_version=version,
@@ -66,8 +68,8 @@ def request_key(body: dict[str, Any]) -> str:
     )
 
 
-def _stage_version(system: str) -> tuple[str, str]:
-    from echo_builder.judge.prompts import PAIRWISE, SINGLE
+def _stage_version(system: str, user: str = "") -> tuple[str, str]:
+    from echo_builder.judge.prompts import PAIRWISE, PAIRWISE_LEAN, SINGLE
     from echo_builder.stages.extract import EXTRACT_PROMPT
     from echo_builder.stages.relevance import RELEVANCE_PROMPT
     from echo_builder.stages.roles import ROLES_VERSION
@@ -76,8 +78,11 @@ def _stage_version(system: str) -> tuple[str, str]:
 
     if system == SINGLE.system:
         return f"judge-{SINGLE.name}", SINGLE.version
-    if system == PAIRWISE.system:
-        return f"judge-{PAIRWISE.name}", PAIRWISE.version
+    if (
+        system == PAIRWISE.system
+    ):  # the two pairwise prompts share the system text; the lean is asked in the user's
+        lean = "[[C:A]]" in user
+        return "judge-pairwise", (PAIRWISE_LEAN if lean else PAIRWISE).version
     stage = CurationScenario.stage({"messages": [{"content": system}]})
     versions = {
         "relevance": RELEVANCE_PROMPT.version,
