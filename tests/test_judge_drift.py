@@ -14,8 +14,7 @@ from echo_builder.cli import cli
 from echo_builder.commands import evaluation
 from echo_builder.errors import ConfigError
 from echo_builder.judge import drift
-from echo_builder.judge.drift import DriftError, merge_runs, run_id, select_anchors
-from echo_builder.judge.leaderboard import leaderboard_from_runs
+from echo_builder.judge.drift import DriftError, leaderboard_from_runs, merge_runs, run_id, select_anchors
 from echo_builder.judge.validity import validity_markdown, validity_report
 from echo_builder.judge.verdicts_file import read_verdicts
 from tests.helpers.benchmark import make_benchmark, make_outputs

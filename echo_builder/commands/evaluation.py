@@ -702,10 +702,10 @@ def leaderboard(
     docs/judging.md.
     """
 
+    from echo_builder.judge.drift import leaderboard_from_runs
     from echo_builder.judge.leaderboard import (
         leaderboard_from_ratings,
         leaderboard_from_run,
-        leaderboard_from_runs,
         leaderboard_from_votes,
     )
 

@@ -277,7 +277,8 @@ def print_by(
         )
         return
     if fmt == "markdown":
-        from echo_builder.judge.results import _markdown_table, markdown_cell
+        from echo_builder.judge.markdown import markdown_cell
+        from echo_builder.judge.markdown import markdown_table as _markdown_table
 
         for kind, table in tables.items():
             columns = [str(c) for c in table.columns]

@@ -275,8 +275,7 @@ def community_agreement(
     Raises:
         ConfigError: no run.json to default from, a pairwise run, or no verdict of ``model`` in the run.
     """
-    from echo_builder.judge.results import read_run_meta
-    from echo_builder.judge.verdicts_file import read_verdicts
+    from echo_builder.judge.verdicts_file import read_run_meta, read_verdicts
 
     meta = read_run_meta(run_dir) or {}
     benchmark = benchmark if benchmark is not None else meta.get("benchmark")

@@ -30,7 +30,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from echo_builder.errors import ConfigError
 from echo_builder.judge.verdicts_file import RUN_FILE, VERDICTS_FILE, read_verdicts
@@ -46,6 +46,7 @@ __all__ = [
     "anchor_items",
     "drift_flag",
     "judge_identity",
+    "leaderboard_from_runs",
     "merge_runs",
     "read_anchors",
     "run_id",
@@ -121,19 +122,22 @@ def select_anchors(verdicts: Sequence[Verdict], n: int, seed: str) -> tuple[list
     return sorted(chosen), sorted({v.model for v in rated if v.model})
 
 
-def anchor_items(earlier_run: str | Path, n: int, mode: str) -> tuple[list[Any], dict[str, Any]]:
+def anchor_items(
+    earlier_run: str | Path, n: int, mode: str, discover_outputs: Any
+) -> tuple[list[Any], dict[str, Any]]:
     """The judge items of the anchors of ``earlier_run`` and their record (written as ``anchors.json``).
 
     The earlier run's ``run.json`` names its benchmark, config and outputs folder; the items are :func:`select_anchors`'
     samples x models with those outputs (an output gone since is a ``missing_output`` item, left out of the
     agreement).
+    ``discover_outputs`` is :func:`echo_builder.judge.run.discover_outputs` (outputs folder -> ``{model:
+    {sample_id: path}}``), passed in by the judge run.
 
     Raises:
         ConfigError: the earlier run is unreadable, of another mode than ``mode``, or its benchmark or outputs are
             gone.
     """
     from echo_builder.judge.judging import JudgeItem
-    from echo_builder.judge.run import discover_outputs
     from echo_dataset.loading import read_config
 
     folder = Path(earlier_run)
@@ -466,3 +470,59 @@ def drift_flag(drift: Mapping[str, Any] | None) -> str | None:
     if not drift or not drift.get("flagged"):
         return None
     return "DRIFT: merged with --allow-drift despite: " + "; ".join(drift["problems"])
+
+
+def leaderboard_from_runs(
+    run_dirs: Sequence[str | Path],
+    *,
+    missing: Literal["loss", "skip"] = "loss",
+    n_boot: int = 1000,
+    seed: int = 0,
+    bootstrap_judges: bool = False,
+    ci: Literal["bootstrap", "normal"] = "bootstrap",
+    drift_threshold: float | None = None,
+    allow_drift: bool = False,
+) -> Any:
+    """One :class:`~echo_builder.judge.leaderboard.Leaderboard` over several judge runs, after the drift check of
+    :func:`merge_runs`.
+
+    The ranking is exactly :func:`~echo_builder.judge.leaderboard.leaderboard_from_run` over all runs' verdicts (anchor verdicts excluded). The
+    board's ``meta["drift"]`` holds the merge report; with ``allow_drift`` and a failed check the table gets
+    ``drift_flagged = True`` on every row and the flag is the first of ``meta["warnings"]`` (shown by every format).
+    Without a failed check ``drift_flagged`` is ``False``.
+
+    Args:
+        drift_threshold: least anchor pair agreement of a changed judge, in [0, 1] (default
+            :data:`DEFAULT_DRIFT_THRESHOLD`).
+
+    Raises:
+        DriftError: a judge drifted, or a run has no anchors to check it, without ``allow_drift``.
+        ConfigError: as :func:`merge_runs`.
+    """
+    import warnings
+
+    from echo_builder.judge.leaderboard import _leaderboard_from_verdicts
+
+    merged = merge_runs(
+        run_dirs,
+        threshold=DEFAULT_DRIFT_THRESHOLD if drift_threshold is None else drift_threshold,
+        allow_drift=allow_drift,
+        n_boot=n_boot,
+        seed=seed,
+    )
+    board = _leaderboard_from_verdicts(
+        merged.verdicts, missing=missing, n_boot=n_boot, seed=seed, bootstrap_judges=bootstrap_judges, ci=ci
+    )
+    flag = drift_flag(merged.drift)
+    board.table["drift_flagged"] = flag is not None
+    if flag:
+        board.meta["warnings"].insert(0, flag)
+        warnings.warn(flag, stacklevel=2)
+    board.meta.update(
+        {
+            "drift": merged.drift,
+            "merge": {"verdicts": merged.verdicts, "run_meta": merged.run_meta},
+            "runs": [str(d) for d in run_dirs],
+        }
+    )
+    return board

@@ -33,7 +33,6 @@ __all__ = [
     "leaderboard_from_comparisons",
     "leaderboard_from_ratings",
     "leaderboard_from_run",
-    "leaderboard_from_runs",
     "leaderboard_from_votes",
     "missing_models",
     "pairwise_comparisons",
@@ -432,59 +431,6 @@ def leaderboard_from_run(
     return _leaderboard_from_verdicts(
         verdicts, missing=missing, n_boot=n_boot, seed=seed, bootstrap_judges=bootstrap_judges, ci=ci
     )
-
-
-def leaderboard_from_runs(
-    run_dirs: Sequence[str | Path],
-    *,
-    missing: Literal["loss", "skip"] = "loss",
-    n_boot: int = 1000,
-    seed: int = 0,
-    bootstrap_judges: bool = False,
-    ci: Literal["bootstrap", "normal"] = "bootstrap",
-    drift_threshold: float | None = None,
-    allow_drift: bool = False,
-) -> Leaderboard:
-    """One leaderboard over several judge runs, after the drift check of :func:`echo_builder.judge.drift.merge_runs`.
-
-    The ranking is exactly :func:`leaderboard_from_run` over all runs' verdicts (anchor verdicts excluded). The
-    board's ``meta["drift"]`` holds the merge report; with ``allow_drift`` and a failed check the table gets
-    ``drift_flagged = True`` on every row and the flag is the first of ``meta["warnings"]`` (shown by every format).
-    Without a failed check ``drift_flagged`` is ``False``.
-
-    Args:
-        drift_threshold: least anchor pair agreement of a changed judge, in [0, 1] (default
-            :data:`echo_builder.judge.drift.DEFAULT_DRIFT_THRESHOLD`).
-
-    Raises:
-        DriftError: a judge drifted, or a run has no anchors to check it, without ``allow_drift``.
-        ConfigError: as :func:`echo_builder.judge.drift.merge_runs`.
-    """
-    from echo_builder.judge.drift import DEFAULT_DRIFT_THRESHOLD, drift_flag, merge_runs
-
-    merged = merge_runs(
-        run_dirs,
-        threshold=DEFAULT_DRIFT_THRESHOLD if drift_threshold is None else drift_threshold,
-        allow_drift=allow_drift,
-        n_boot=n_boot,
-        seed=seed,
-    )
-    board = _leaderboard_from_verdicts(
-        merged.verdicts, missing=missing, n_boot=n_boot, seed=seed, bootstrap_judges=bootstrap_judges, ci=ci
-    )
-    flag = drift_flag(merged.drift)
-    board.table["drift_flagged"] = flag is not None
-    if flag:
-        board.meta["warnings"].insert(0, flag)
-        warnings.warn(flag, stacklevel=2)
-    board.meta.update(
-        {
-            "drift": merged.drift,
-            "merge": {"verdicts": merged.verdicts, "run_meta": merged.run_meta},
-            "runs": [str(d) for d in run_dirs],
-        }
-    )
-    return board
 
 
 def _leaderboard_from_verdicts(

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import json
 import math
-import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from echo_builder.judge.markdown import markdown_cell
+from echo_builder.judge.markdown import markdown_table as _markdown_table
+from echo_builder.judge.verdicts_file import read_run_meta
 
 if TYPE_CHECKING:  # pragma: no cover
     from echo_builder.judge.leaderboard import Leaderboard
@@ -47,29 +50,7 @@ __all__ = [
 RESULT_CONFIGS = ("results", "details")
 #: The split every config of a results dataset has (as the Open LLM Leaderboard's ``latest``).
 RESULTS_SPLIT = "latest"
-# characters with a meaning in Markdown (a table cell, emphasis, links, HTML, code)
-_MARKDOWN_SPECIAL = frozenset("\\|*_`[]<>~&#!")
-
-
-def markdown_cell(value: Any) -> str:
-    """``value`` as text for one Markdown table cell: Markdown's special characters are backslash-escaped (``|`` would
-    end the cell, ``<`` open HTML) and control characters (a line break would end the row) are shown as ``\\xNN``."""
-    out = []
-    for ch in str(value):
-        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
-            out.append("\\\\" + ch.encode("unicode_escape").decode("ascii").lstrip("\\"))
-        elif ch in _MARKDOWN_SPECIAL:
-            out.append("\\" + ch)
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> list[str]:
-    """Lines of a GitHub-flavoured Markdown table (cells already escaped); ``right``: right-align that column."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if r else ":---" for r in right) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
+_SHARD = f"{RESULTS_SPLIT}-00000-of-00001.parquet"
 
 
 def _number(value: Any, spec: str) -> str:
@@ -213,41 +194,6 @@ def leaderboard_markdown(board: Leaderboard) -> str:
             [c != "judge" for c in bias.columns],
         )
     return "\n".join(lines)
-
-
-#: Largest ``run.json`` read for a results dataset (bytes); a judge run writes a few kilobytes.
-MAX_RUN_FILE_BYTES = 8 * 2**20
-_SHARD = f"{RESULTS_SPLIT}-00000-of-00001.parquet"
-
-
-def read_run_meta(run_dir: str | Path) -> dict[str, Any] | None:
-    """The judge run's ``run.json`` as a dict, or ``None`` when the run folder has none.
-
-    Raises:
-        ConfigError: the file is a link, not a regular file, larger than :data:`MAX_RUN_FILE_BYTES`, not UTF-8, or
-            not a JSON object; the message names the file.
-    """
-    from echo_builder.errors import ConfigError
-    from echo_builder.input_files import read_small_file
-    from echo_builder.judge.verdicts_file import RUN_FILE
-
-    path = Path(run_dir) / RUN_FILE
-    if not path.exists() and not path.is_symlink():
-        return None
-    if path.is_symlink():
-        raise ConfigError(
-            f"{path}: is a symbolic link; a run's metadata is read only from the run folder itself"
-        )
-    raw = read_small_file(path, MAX_RUN_FILE_BYTES, str(path))
-    try:
-        meta = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
-    except ValueError as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(meta, dict):
-        raise ConfigError(f"{path}: expected a JSON object, got {type(meta).__name__}")
-    return meta
 
 
 def _public(value: Any) -> Any:

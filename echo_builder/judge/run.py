@@ -273,7 +273,8 @@ def run_judging(
             )
         if Path(anchor_from).resolve() == Path(out_dir).resolve():
             raise ConfigError("--anchor-from must be an earlier run, not this run's --out folder")
-        anchor_work = anchor_items(anchor_from, anchors, mode)
+        # the outputs finder is handed over so that drift does not import this module back
+        anchor_work = anchor_items(anchor_from, anchors, mode, discover_outputs)
     if criteria is not None:
         prompt = prompt.select_criteria(criteria)
     all_samples = _identified(read_config(benchmark, config), f"{benchmark}/{config}")

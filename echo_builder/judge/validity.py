@@ -474,7 +474,8 @@ def _interval(low: Any, high: Any) -> str:
 def validity_markdown(report: Mapping[str, Any]) -> str:
     """The card as GitHub-flavoured Markdown (``validity.md``): one section per part of :func:`validity_report`,
     "not measured" sections included with their reason. Names are escaped for table cells."""
-    from echo_builder.judge.results import _markdown_table, markdown_cell
+    from echo_builder.judge.markdown import markdown_cell
+    from echo_builder.judge.markdown import markdown_table as _markdown_table
 
     run = report["run"]
     lines = ["# Validity card", ""]
@@ -708,7 +709,8 @@ def validity_markdown(report: Mapping[str, Any]) -> str:
 
 def _drift_lines(section: Mapping[str, Any]) -> list[str]:
     """Markdown of the anchor-drift section: the flag, then one table row per anchored run and judge."""
-    from echo_builder.judge.results import _markdown_table, markdown_cell
+    from echo_builder.judge.markdown import markdown_cell
+    from echo_builder.judge.markdown import markdown_table as _markdown_table
 
     if not section.get("available"):
         return [_sentence(section["reason"])]

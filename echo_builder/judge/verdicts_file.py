@@ -16,13 +16,22 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from echo_builder.errors import ConfigError
 from echo_builder.judge.judging import MISSING_PREFIX
 from echo_builder.records import Verdict
 from echo_dataset.safe_io import open_atomic
 
-__all__ = ["RUN_FILE", "VERDICTS_FILE", "missing_models", "read_verdicts", "write_verdicts"]
+__all__ = [
+    "MAX_RUN_FILE_BYTES",
+    "RUN_FILE",
+    "VERDICTS_FILE",
+    "missing_models",
+    "read_run_meta",
+    "read_verdicts",
+    "write_verdicts",
+]
 
 #: The verdicts table of a run folder.
 VERDICTS_FILE = "verdicts.parquet"
@@ -72,3 +81,35 @@ def missing_models(verdict: Verdict) -> list[str]:
     ):
         return []
     return list(json.loads(verdict.error[len(MISSING_PREFIX) :].split("\n", 1)[0]))
+
+
+#: Largest ``run.json`` read for a results dataset (bytes); a judge run writes a few kilobytes.
+MAX_RUN_FILE_BYTES = 8 * 2**20
+
+
+def read_run_meta(run_dir: str | Path) -> dict[str, Any] | None:
+    """The judge run's ``run.json`` as a dict, or ``None`` when the run folder has none.
+
+    Raises:
+        ConfigError: the file is a link, not a regular file, larger than :data:`MAX_RUN_FILE_BYTES`, not UTF-8, or
+            not a JSON object; the message names the file.
+    """
+    from echo_builder.input_files import read_small_file
+
+    path = Path(run_dir) / RUN_FILE
+    if not path.exists() and not path.is_symlink():
+        return None
+    if path.is_symlink():
+        raise ConfigError(
+            f"{path}: is a symbolic link; a run's metadata is read only from the run folder itself"
+        )
+    raw = read_small_file(path, MAX_RUN_FILE_BYTES, str(path))
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise ConfigError(f"{path}: expected a JSON object, got {type(meta).__name__}")
+    return meta
