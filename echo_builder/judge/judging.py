@@ -500,20 +500,40 @@ class Judge:
             return await self._aprobability_batched(items, scale=scale)
         return await self._aprobability_overlapped(items, scale=scale)
 
+    def _probability_setup(self, scale: str) -> tuple[Any, list[str], Any]:
+        """The template, the candidate tokens and the one-token call parameters of probability scoring."""
+        template = self._use(PROBABILITY_DIGITS if scale == "digits" else PROBABILITY_TRIG)
+        candidates = [str(d) for d in range(1, 10)] if scale == "digits" else list(_TRIG_VALUES)
+        return template, candidates, self._params(template).model_copy(update={"max_tokens": 1})
+
+    def _probability_base(self, item: JudgeItem, template: Any, scale: str) -> dict[str, Any]:
+        return {
+            **self._base(item, template, "probability"),
+            "model": item.model,
+            "criterion": f"overall-{scale}",
+        }
+
+    @staticmethod
+    def _probability_verdict(base: dict[str, Any], scores: Any, scale: str) -> Verdict:
+        """The verdict of one answered call: expected digit (``digits``) or TRIGScore (``trig``)."""
+        probs = scores.probabilities
+        if scale == "digits":
+            rating = sum(int(k) * p for k, p in probs.items())
+            confidence = max(probs.values())
+        else:
+            rating, confidence = trig_score(probs)
+        return Verdict(
+            **base, rating=rating, confidence=min(1.0, confidence), judge_snapshot=scores.model_snapshot
+        )
+
     async def _aprobability_overlapped(
         self, items: Sequence[JudgeItem], *, scale: Literal["digits", "trig"] = "digits"
     ) -> list[Verdict]:
         """Online probability scoring: image preparation overlaps the calls in a bounded pool."""
-        template = self._use(PROBABILITY_DIGITS if scale == "digits" else PROBABILITY_TRIG)
-        candidates = [str(d) for d in range(1, 10)] if scale == "digits" else list(_TRIG_VALUES)
-        params = self._params(template).model_copy(update={"max_tokens": 1})
+        template, candidates, params = self._probability_setup(scale)
 
         async def one(item: JudgeItem) -> Verdict:
-            base = {
-                **self._base(item, template, "probability"),
-                "model": item.model,
-                "criterion": f"overall-{scale}",
-            }
+            base = self._probability_base(item, template, scale)
             # image preparation runs in the bounded pool, overlapping the calls of other items
             output = await loop.run_in_executor(pool, self._output_part, item)
             if isinstance(output, str):
@@ -524,15 +544,7 @@ class Judge:
                 scores = await self.caller.acandidate_probabilities(request, candidates)
             except (BackendError, ImageError) as exc:
                 return Verdict(**base, status="error", error=str(exc))
-            probs = scores.probabilities
-            if scale == "digits":
-                rating = sum(int(k) * p for k, p in probs.items())
-                confidence = max(probs.values())
-            else:
-                rating, confidence = trig_score(probs)
-            return Verdict(
-                **base, rating=rating, confidence=min(1.0, confidence), judge_snapshot=scores.model_snapshot
-            )
+            return self._probability_verdict(base, scores, scale)
 
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(max_workers=DEFAULT_PREP_WORKERS, thread_name_prefix="judge-prep") as pool:
@@ -543,16 +555,12 @@ class Judge:
     ) -> list[Verdict]:
         """Batch API probability scoring: every request prepared first, one batch answers them all, then each
         verdict reads its answer from the cache."""
-        template = self._use(PROBABILITY_DIGITS if scale == "digits" else PROBABILITY_TRIG)
-        candidates = [str(d) for d in range(1, 10)] if scale == "digits" else list(_TRIG_VALUES)
-        params = self._params(template).model_copy(update={"max_tokens": 1})
+        from echo_builder.backends.batch import prefetch_candidates
+
+        template, candidates, params = self._probability_setup(scale)
         prepared: list[tuple[dict[str, Any], CallRequest | Verdict]] = []
         for item in items:
-            base = {
-                **self._base(item, template, "probability"),
-                "model": item.model,
-                "criterion": f"overall-{scale}",
-            }
+            base = self._probability_base(item, template, scale)
             output = self._output_part(item)
             if isinstance(output, str):
                 prepared.append((base, Verdict(**base, status="missing_output", error=output)))
@@ -565,15 +573,11 @@ class Judge:
             prepared.append(
                 (base, CallRequest(messages, params, stage="judge-prob", prompt_version=template.version))
             )
-        failed: dict[int, str] = {}
-        # in batch mode, one Batch API job answers every call: the per-call path below then hits the cache
-        if getattr(self.caller, "batch", None) is not None:
-            from echo_builder.backends.batch import prefetch_candidates
-
-            slots = [i for i, (_, r) in enumerate(prepared) if isinstance(r, CallRequest)]
-            requests = [r for _, r in prepared if isinstance(r, CallRequest)]
-            errors = await prefetch_candidates(self.caller, requests, candidates)
-            failed = {i: e for i, e in zip(slots, errors, strict=True) if e is not None}
+        # one Batch API job answers every call: the per-call path below then hits the cache
+        slots = [i for i, (_, r) in enumerate(prepared) if isinstance(r, CallRequest)]
+        requests = [r for _, r in prepared if isinstance(r, CallRequest)]
+        errors = await prefetch_candidates(self.caller, requests, candidates)
+        failed = {i: e for i, e in zip(slots, errors, strict=True) if e is not None}
 
         async def one(i: int, base: dict[str, Any], request: CallRequest | Verdict) -> Verdict:
             if isinstance(request, Verdict):
@@ -584,15 +588,7 @@ class Judge:
                 scores = await self.caller.acandidate_probabilities(request, candidates)
             except BackendError as exc:
                 return Verdict(**base, status="error", error=str(exc))
-            probs = scores.probabilities
-            if scale == "digits":
-                rating = sum(int(k) * p for k, p in probs.items())
-                confidence = max(probs.values())
-            else:
-                rating, confidence = trig_score(probs)
-            return Verdict(
-                **base, rating=rating, confidence=min(1.0, confidence), judge_snapshot=scores.model_snapshot
-            )
+            return self._probability_verdict(base, scores, scale)
 
         # a failed cache write drops no other reply
         return await gather_all(one(i, base, request) for i, (base, request) in enumerate(prepared))
