@@ -346,8 +346,14 @@ def judge_command(sc: JudgeScenario, out: Path, server: Any, concurrency: int = 
 
 #: ``run.json`` fields that describe the process rather than the judgments: the wall time, and per judge the
 #: calls it made, the cache hits it found and the tokens it paid for (a rerun after a kill pays only for the rest)
-RUN_DEPENDENT = ("wall_time_s",)
-JUDGE_RUN_DEPENDENT = ("calls", "cache_hits", "input_tokens", "output_tokens")
+RUN_DEPENDENT = ("wall_time_s", "cost_usd")  # cost_usd: what this process spent
+JUDGE_RUN_DEPENDENT = (
+    "calls",
+    "cache_hits",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+)  # cost: this run's calls
 
 
 def comparable_judge_run(run: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
