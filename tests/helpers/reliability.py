@@ -128,14 +128,34 @@ def item_outcomes(
 
 
 # -- outputs -------------------------------------------------------------------------------------------------------
-def build_files(out: Path) -> dict[str, bytes]:
+def build_files(out: Path, *, without_cost: bool = False) -> dict[str, bytes]:
     """Every output of a build folder that must not depend on how the run went: stage files, report, card,
     dataset Parquet. Excludes the cache, the media store, ``run_stats.json`` (wall times, cache hits) and
-    ``build.json`` (settings, compared by the resume check itself)."""
+    ``build.json`` (settings, compared by the resume check itself). ``without_cost`` also leaves out the curation
+    cost (``report.json``'s ``cost``, the card's "Curation cost" line), which counts every reply used, so a
+    run whose garbage replies were asked again really did cost more."""
     names: list[Path] = [out / "report.json", out / "README.md"]
     names += sorted((out / "stages").glob("*.jsonl"))
     names += sorted(out.glob("*/test-*.parquet"))
-    return {p.relative_to(out).as_posix(): p.read_bytes() for p in names if p.is_file()}
+    files = {p.relative_to(out).as_posix(): p.read_bytes() for p in names if p.is_file()}
+    if without_cost:
+        if "report.json" in files:
+            files["report.json"] = json.dumps(
+                _without_cost(json.loads(files["report.json"])), sort_keys=True
+            ).encode()
+        if "README.md" in files:
+            lines = files["README.md"].decode("utf-8").splitlines(keepends=True)
+            files["README.md"] = "".join(x for x in lines if not x.startswith("- Curation cost:")).encode()
+    return files
+
+
+def _without_cost(value: Any) -> Any:
+    """``value`` with every ``cost`` entry removed, at any depth (the run's and each stage's)."""
+    if isinstance(value, dict):
+        return {k: _without_cost(v) for k, v in value.items() if k != "cost"}
+    if isinstance(value, list):
+        return [_without_cost(v) for v in value]
+    return value
 
 
 def stage_rows(out: Path, stage: str) -> list[dict[str, Any]]:
@@ -195,7 +215,9 @@ def check_build_faults(
         "identical": False,
     }
     if not lost:  # the retry budget sufficed everywhere: byte-identical outputs
-        assert build_files(out) == build_files(clean)
+        # the curation cost counts the tokens of the garbage replies that were asked again: what the faults cost
+        a, b = build_files(out, without_cost=True), build_files(clean, without_cost=True)
+        assert a == b, [k for k in a if a.get(k) != b.get(k)]
         summary["identical"] = True
         summary["compared_samples"] = len(stage_rows(clean, "samples"))
         return summary
