@@ -204,10 +204,17 @@ def judge(
         )
     if "anchors" in s:
         a = s["anchors"]
+        shared = sorted(set(a["models"]) & set(s.get("models", ())))
+        if shared:  # leaderboard refuses a merge where a model comes from two runs
+            merge = (
+                f"no merge with {a['from_run']}: both runs judged {', '.join(shared)} and a merged leaderboard "
+                "takes each model from one run"
+            )
+        else:
+            merge = f"merge: echo-bench leaderboard {a['from_run']} {result.out_dir}"
         click.echo(
             f"anchors: {len(a['samples'])} samples x {len(a['models'])} models of {a['from_run']} re-scored: "
-            f"{a['n_verdicts']} verdicts in {result.out_dir}/anchors; merge: echo-bench leaderboard "
-            f"{a['from_run']} {result.out_dir}"
+            f"{a['n_verdicts']} verdicts in {result.out_dir}/anchors; {merge}"
         )
     click.echo(f"wrote {result.out_dir}; next: echo-bench leaderboard {result.out_dir}")
     judged = s["n_verdicts"] - s["statuses"].get("missing_output", 0)
