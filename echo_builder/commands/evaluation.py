@@ -318,8 +318,13 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
     metavar="SPEC",
     help="Judge for metrics that need one (text_rendering); repeatable.",
 )
-@click.option("--base-url", help="Server URL for openai: judges.")
-@click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Judge backend option.")
+@click.option(
+    "--base-url",
+    help="Server URL for openai: judges (one; given twice, the last wins: replicas are a judge option).",
+)
+@click.option(
+    "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Judge backend option; repeatable."
+)
 @click.option(
     "--judge-prompt",
     "judge_prompt",
