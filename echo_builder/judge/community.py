@@ -277,10 +277,16 @@ def community_agreement(
     """
     from echo_builder.judge.verdicts_file import read_run_meta, read_verdicts
 
-    meta = read_run_meta(run_dir) or {}
+    found = read_run_meta(run_dir)
+    meta = found or {}
     benchmark = benchmark if benchmark is not None else meta.get("benchmark")
     config = config if config is not None else meta.get("config")
     if not benchmark or not config:
+        if found is None:
+            raise ConfigError(
+                f"{run_dir}: no run.json, so not an `echo-bench judge --out` folder (or one copied without it); "
+                "give a judge run, or --benchmark and --config"
+            )
         raise ConfigError(
             f"{run_dir}: run.json does not name the benchmark and config; give --benchmark and --config"
         )
