@@ -215,10 +215,14 @@ def test_bad_input_gets_a_clear_error(judged, tmp_path):
     (tmp_path / "not-a-run" / "run.json").write_text("{}")
     with pytest.raises(ConfigError, match=r"run\.json does not name the benchmark and config"):
         community_agreement(tmp_path / "not-a-run")
-    with pytest.raises(ConfigError, match="already holds files"):
-        from echo_builder.judge.community import write_community_outputs
+    from echo_builder.judge.community import write_community_outputs
+    from echo_dataset.loading import BenchmarkNotFoundError
 
+    with pytest.raises(ConfigError, match="already holds files"):
         write_community_outputs(bench, "text_to_image", judged[2].parent / "outputs")
+    with pytest.raises(BenchmarkNotFoundError, match="config 'nope'"):
+        write_community_outputs(bench, "nope", tmp_path / "fresh")
+    assert not (tmp_path / "fresh").exists()  # a bad config writes nothing
 
 
 def test_auc_matches_brute_force_with_ties():

@@ -384,8 +384,10 @@ def write_community_outputs(
 
     Raises:
         ConfigError: ``model`` is not a plain folder name, or ``<outputs_dir>/<model>`` already holds files.
+        echo_dataset.loading.BenchmarkNotFoundError: the benchmark or config does not exist (nothing is written).
     """
     import io
+    import itertools
 
     from PIL import Image, UnidentifiedImageError
 
@@ -398,10 +400,12 @@ def write_community_outputs(
     if folder.is_dir() and any(folder.iterdir()):
         raise ConfigError(f"{folder} already holds files; choose another --out or --model")
     check_inside(outputs_dir, folder)
+    rows = iter_config(benchmark, config, columns=["id", "output_images"])
+    first = next(rows, None)  # a missing benchmark or config fails here, before any folder is made
     folder.mkdir(parents=True, exist_ok=True)
     extensions = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp", "GIF": "gif"}
     written = skipped = 0
-    for row in iter_config(benchmark, config, columns=["id", "output_images"]):
+    for row in itertools.chain([first] if first is not None else [], rows):
         images = [
             img for img in row.get("output_images") or [] if isinstance(img, Mapping) and img.get("bytes")
         ]
