@@ -196,6 +196,13 @@ def judge(
     click.echo("statuses: " + ", ".join(f"{k}={v}" for k, v in sorted(s["statuses"].items())))
     if s.get("criteria"):
         click.echo(f"criteria (one verdict each per output): {', '.join(s['criteria'])}")
+        rated = {v.criterion for v in result.verdicts}
+        unasked = [c for c in s["criteria"] if c not in rated]
+        if unasked and result.verdicts:  # e.g. input_fidelity on a config without input images
+            click.echo(
+                f"note: {', '.join(unasked)} not asked: the prompt asks it only of samples with input images",
+                err=True,
+            )
     for j in s["judges"]:
         click.echo(
             f"  {j['spec']}: {j['calls']} calls, {j['cache_hits']} cache hits, "
