@@ -104,7 +104,12 @@ def estimate_build_command(
     prices_file: str | None,
 ) -> None:
     """Price `echo-bench build` of SOURCES: the posts to rate are counted exactly (collect and query run, in
-    memory); later stages take their calls per rated post from --cache's history, else one each (a ceiling)."""
+    memory); later stages take their calls per rated post from --cache's history, else one each (a ceiling).
+
+    Prices the model stages every build runs (relevance to applicability, and installed plugin stages) at online
+    list prices; the optional ones a build adds with --expand, --nsfw-check SPEC or --feedback-verdicts are not
+    counted, nor is the Batch API discount.
+    """
     from echo_builder.estimate import estimate_build, format_estimate
     from echo_builder.pipeline import BuildConfig
     from echo_builder.prices import load_prices
