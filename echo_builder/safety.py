@@ -518,6 +518,14 @@ def create_checker(
             classes = [c.strip() for c in classes.split(",") if c.strip()]
         _import_nudenet()  # a missing extra fails now, before a build writes anything
         return NudeNetChecker(DEFAULT_THRESHOLD if threshold is None else threshold, classes)
+    from echo_builder.backends import check_spec
+
+    try:
+        check_spec(spec)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"--nsfw-check {spec!r} is neither 'nudenet' nor a VLM backend spec: {exc}"
+        ) from exc
     prompt_file = options.pop("prompt_file", None)
     return VlmNsfwChecker(
         spec,

@@ -110,6 +110,8 @@ def dataset_ids(
         except BenchmarkNotFoundError as exc:  # this config is absent (an empty one has its file)
             found[config], error = {}, exc
     if error is not None and not any(found.values()) and not _has_any_config(folder_or_repo):
+        if not Path(folder_or_repo).exists():  # a mistyped folder or an unreadable Hub id: its own reason
+            raise error
         raise BenchmarkNotFoundError(
             f"{str(folder_or_repo)!r} holds none of ECHO's configs ({', '.join(CONFIG_NAMES)}): {error}"
         )

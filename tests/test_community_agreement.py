@@ -207,10 +207,22 @@ def test_bad_input_gets_a_clear_error(judged, tmp_path):
         community_agreement(run, bench)
     result = CliRunner().invoke(cli, ["agreement", str(run), "--community", "--human", str(run / "run.json")])
     assert result.exit_code == 2 and "--community takes a judge RUN only" in result.output
-    with pytest.raises(ConfigError, match="already holds files"):
-        from echo_builder.judge.community import write_community_outputs
+    (tmp_path / "not-a-run").mkdir()
+    with pytest.raises(
+        ConfigError, match=r"not-a-run: no run\.json, so not an `echo-bench judge --out` folder"
+    ):
+        community_agreement(tmp_path / "not-a-run")
+    (tmp_path / "not-a-run" / "run.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"run\.json does not name the benchmark and config"):
+        community_agreement(tmp_path / "not-a-run")
+    from echo_builder.judge.community import write_community_outputs
+    from echo_dataset.loading import BenchmarkNotFoundError
 
+    with pytest.raises(ConfigError, match="already holds files"):
         write_community_outputs(bench, "text_to_image", judged[2].parent / "outputs")
+    with pytest.raises(BenchmarkNotFoundError, match="config 'nope'"):
+        write_community_outputs(bench, "nope", tmp_path / "fresh")
+    assert not (tmp_path / "fresh").exists()  # a bad config writes nothing
 
 
 def test_auc_matches_brute_force_with_ties():

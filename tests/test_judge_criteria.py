@@ -160,7 +160,8 @@ def test_criteria_subset_and_text_to_image_skip_input_fidelity(tmp_path, openai_
     out = tmp_path / "run"
     args = _args((folder, outputs), openai_server, out, "--criteria", "input_fidelity,realism,text")
     args[args.index("image_to_image")] = "text_to_image"
-    _run(*args)
+    shown = _run(*args)
+    assert "note: input_fidelity not asked: the prompt asks it only of samples with input images" in shown
     verdicts = read_verdicts(out)
     # input_fidelity needs an input image: not asked, not recorded, for text-to-image samples
     assert [v.criterion for v in verdicts[:2]] == ["realism", "text"] and len(verdicts) == 24

@@ -107,6 +107,7 @@ def test_anchors_are_chosen_by_the_earlier_run_id_and_really_asked_again(
     # run 2: blue on 5 samples (s0 missing: no call); anchors: 3 samples x green, red, all asked again
     assert openai_server.calls == calls + 5 + 6
     assert f"anchors: 3 samples x 2 models of {run1} re-scored: 6 verdicts" in text
+    assert f"merge: echo-bench leaderboard {run1} {tmp_path / 'run2'}" in text
     record = json.loads((tmp_path / "run2" / "anchors" / "anchors.json").read_text())
     run2_meta = json.loads((tmp_path / "run2" / "run.json").read_text())
     assert run2_meta["judges"][0]["anchor_calls"] == 6 and run2_meta["anchors"]["n_verdicts"] == 6
@@ -224,6 +225,12 @@ def test_merge_refusals_and_guards(bench, openai_server, run1, tmp_path):
     with pytest.raises(ConfigError, match="model 'green' is in"):
         _judge(bench, openai_server, bench[1], tmp_path / "again")
         merge_runs([run1, tmp_path / "again"], n_boot=20)
+    # an anchored run of the same models is not offered a merge that leaderboard would refuse
+    text = _judge(
+        bench, openai_server, bench[1], tmp_path / "same", "--anchors", "2", "--anchor-from", str(run1)
+    )
+    assert f"no merge with {run1}: both runs judged green, red" in text
+    assert "merge: echo-bench leaderboard" not in text
     _judge(bench, openai_server, bench[2], tmp_path / "other", judges=("judge", "judge2"))
     with pytest.raises(ConfigError, match="different judges"):
         merge_runs([run1, tmp_path / "other"], n_boot=20)

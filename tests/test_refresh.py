@@ -286,6 +286,10 @@ def test_diff_of_constructed_versions_with_moves_and_category_shifts(tmp_path):
     assert lonely.exit_code == 2 and "go together" in lonely.output
     absent = CliRunner().invoke(cli, ["diff", str(old), str(tmp_path / "missing")])
     assert absent.exit_code == 1 and "does not exist" in absent.output
+    assert "holds none of ECHO's configs" not in absent.output  # the reason, not a list of configs it lacks
+    (tmp_path / "empty").mkdir()
+    empty = CliRunner().invoke(cli, ["diff", str(old), str(tmp_path / "empty")])
+    assert empty.exit_code == 1 and "holds none of ECHO's configs" in empty.output
 
 
 def test_takedowns_without_previous_write_changes_but_no_version(versions, tmp_path):

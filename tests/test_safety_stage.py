@@ -266,6 +266,7 @@ def test_row_verdict(flags, verdict):
         (["--nsfw-check", "nudenet", "--nsfw-option", "iou=0.3"], "unknown nudenet option(s) ['iou']"),
         (["--nsfw-check", "nudenet", "--nsfw-option", "classes=FACE_CAT"], "unknown NudeNet class(es)"),
         (["--nsfw-check", "gpt-4o"], "gpt-4o"),
+        (["--nsfw-check", "foo"], "--nsfw-check 'foo' is neither 'nudenet' nor a VLM backend spec"),
     ],
 )
 def test_bad_screening_options_fail_before_anything_is_written(tmp_path, args, message):

@@ -40,7 +40,10 @@ def _launch_date(ctx: click.Context, param: click.Parameter, value: str | None) 
     metavar="SPEC",
     help="Labeller: rules (keyword lexicons) or an LLM such as openai:gpt-4o.",
 )
-@click.option("--base-url", help="Server URL for an openai: labeller.")
+@click.option(
+    "--base-url",
+    help="Server URL for an openai: labeller (one; given twice, the last wins: replicas are a judge option).",
+)
 @click.option(
     "-o",
     "--option",

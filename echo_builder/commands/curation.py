@@ -53,7 +53,10 @@ class SourcePath(click.Path):
     help="rules (no model) or an LLM spec <backend>:<model> such as openai:gpt-4o for relevance and extraction. "
     "Backends: {names}.",
 )
-@click.option("--base-url", help="Server URL for an openai: backend.")
+@click.option(
+    "--base-url",
+    help="Server URL for an openai: backend (one; given twice, the last wins: replicas are a judge option).",
+)
 @click.option(
     "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Backend option; repeatable."
 )

@@ -34,7 +34,11 @@ def estimate() -> None:
     "--judge", "judges", required=True, multiple=True, metavar="SPEC", help="Judge spec; repeatable."
 )
 @click.option(
-    "--mode", type=click.Choice(["single", "pairwise", "probability"]), default="single", show_default=True
+    "--mode",
+    type=click.Choice(["single", "pairwise", "probability"]),
+    default="single",
+    show_default=True,
+    help="The judge's --mode: single and probability send one call per output, pairwise two per pair of models.",
 )
 @click.option("--limit", type=Number(int, 1, MAX_LIMIT), help="Only the first N samples.")
 @click.option("--judge-prompt", type=click.Path(exists=True, dir_okay=False), help="Judge prompt file.")
@@ -51,7 +55,12 @@ def estimate_judge_command(
     cache_dir: str | None,
     prices_file: str | None,
 ) -> None:
-    """Price `echo-bench judge` with the same arguments: one row per judge."""
+    """Price `echo-bench judge` from its --benchmark, --config, --outputs, --judge, --mode, --limit and
+    --judge-prompt: one row per judge, at online (not Batch API) list prices.
+
+    Leave out judge's --out and its run options (--criteria, --batch, --base-url, --max-cost, ...): they are not
+    options of this command.
+    """
     from echo_builder.estimate import estimate_judge, format_estimate
     from echo_builder.prices import load_prices
 
@@ -95,7 +104,12 @@ def estimate_build_command(
     prices_file: str | None,
 ) -> None:
     """Price `echo-bench build` of SOURCES: the posts to rate are counted exactly (collect and query run, in
-    memory); later stages take their calls per rated post from --cache's history, else one each (a ceiling)."""
+    memory); later stages take their calls per rated post from --cache's history, else one each (a ceiling).
+
+    Prices the model stages every build runs (relevance to applicability, and installed plugin stages) at online
+    list prices; the optional ones a build adds with --expand, --nsfw-check SPEC or --feedback-verdicts are not
+    counted, nor is the Batch API discount.
+    """
     from echo_builder.estimate import estimate_build, format_estimate
     from echo_builder.pipeline import BuildConfig
     from echo_builder.prices import load_prices

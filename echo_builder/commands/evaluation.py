@@ -196,6 +196,13 @@ def judge(
     click.echo("statuses: " + ", ".join(f"{k}={v}" for k, v in sorted(s["statuses"].items())))
     if s.get("criteria"):
         click.echo(f"criteria (one verdict each per output): {', '.join(s['criteria'])}")
+        rated = {v.criterion for v in result.verdicts}
+        unasked = [c for c in s["criteria"] if c not in rated]
+        if unasked and result.verdicts:  # e.g. input_fidelity on a config without input images
+            click.echo(
+                f"note: {', '.join(unasked)} not asked: the prompt asks it only of samples with input images",
+                err=True,
+            )
     for j in s["judges"]:
         click.echo(
             f"  {j['spec']}: {j['calls']} calls, {j['cache_hits']} cache hits, "
@@ -204,10 +211,17 @@ def judge(
         )
     if "anchors" in s:
         a = s["anchors"]
+        shared = sorted(set(a["models"]) & set(s.get("models", ())))
+        if shared:  # leaderboard refuses a merge where a model comes from two runs
+            merge = (
+                f"no merge with {a['from_run']}: both runs judged {', '.join(shared)} and a merged leaderboard "
+                "takes each model from one run"
+            )
+        else:
+            merge = f"merge: echo-bench leaderboard {a['from_run']} {result.out_dir}"
         click.echo(
             f"anchors: {len(a['samples'])} samples x {len(a['models'])} models of {a['from_run']} re-scored: "
-            f"{a['n_verdicts']} verdicts in {result.out_dir}/anchors; merge: echo-bench leaderboard "
-            f"{a['from_run']} {result.out_dir}"
+            f"{a['n_verdicts']} verdicts in {result.out_dir}/anchors; {merge}"
         )
     click.echo(f"wrote {result.out_dir}; next: echo-bench leaderboard {result.out_dir}")
     judged = s["n_verdicts"] - s["statuses"].get("missing_output", 0)
@@ -311,8 +325,13 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
     metavar="SPEC",
     help="Judge for metrics that need one (text_rendering); repeatable.",
 )
-@click.option("--base-url", help="Server URL for openai: judges.")
-@click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Judge backend option.")
+@click.option(
+    "--base-url",
+    help="Server URL for openai: judges (one; given twice, the last wins: replicas are a judge option).",
+)
+@click.option(
+    "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Judge backend option; repeatable."
+)
 @click.option(
     "--judge-prompt",
     "judge_prompt",

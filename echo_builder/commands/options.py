@@ -229,8 +229,8 @@ def batch_options(function: F) -> F:
         default=30.0,
         show_default=True,
         type=Number(float, 1, 3600, unit="seconds"),
-        help="--batch: seconds before the first status check of a batch, doubled after each check up to 10 "
-        "minutes (or this value when larger).",
+        help="--batch: seconds (1-3600) before the first status check of a batch, doubled after each check up to "
+        "10 minutes (or this value when larger).",
     )(function)
     function = click.option(
         "--batch-retry",

@@ -277,10 +277,16 @@ def community_agreement(
     """
     from echo_builder.judge.verdicts_file import read_run_meta, read_verdicts
 
-    meta = read_run_meta(run_dir) or {}
+    found = read_run_meta(run_dir)
+    meta = found or {}
     benchmark = benchmark if benchmark is not None else meta.get("benchmark")
     config = config if config is not None else meta.get("config")
     if not benchmark or not config:
+        if found is None:
+            raise ConfigError(
+                f"{run_dir}: no run.json, so not an `echo-bench judge --out` folder (or one copied without it); "
+                "give a judge run, or --benchmark and --config"
+            )
         raise ConfigError(
             f"{run_dir}: run.json does not name the benchmark and config; give --benchmark and --config"
         )
@@ -378,8 +384,10 @@ def write_community_outputs(
 
     Raises:
         ConfigError: ``model`` is not a plain folder name, or ``<outputs_dir>/<model>`` already holds files.
+        echo_dataset.loading.BenchmarkNotFoundError: the benchmark or config does not exist (nothing is written).
     """
     import io
+    import itertools
 
     from PIL import Image, UnidentifiedImageError
 
@@ -392,10 +400,12 @@ def write_community_outputs(
     if folder.is_dir() and any(folder.iterdir()):
         raise ConfigError(f"{folder} already holds files; choose another --out or --model")
     check_inside(outputs_dir, folder)
+    rows = iter_config(benchmark, config, columns=["id", "output_images"])
+    first = next(rows, None)  # a missing benchmark or config fails here, before any folder is made
     folder.mkdir(parents=True, exist_ok=True)
     extensions = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp", "GIF": "gif"}
     written = skipped = 0
-    for row in iter_config(benchmark, config, columns=["id", "output_images"]):
+    for row in itertools.chain([first] if first is not None else [], rows):
         images = [
             img for img in row.get("output_images") or [] if isinstance(img, Mapping) and img.get("bytes")
         ]
