@@ -59,7 +59,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--latency", type=float, default=0.5)
-    parser.add_argument("--seconds", type=float, default=5.0, help="approximate duration of each level")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=15.0,
+        help="approximate duration of each level (long enough for steady state)",
+    )
     args = parser.parse_args()
     rates: dict[int, float] = {}
     cpu_ms: dict[int, float] = {}
