@@ -535,6 +535,21 @@ def test_a_missing_credential_is_reported_and_the_build_goes_on(recordings, keyw
     errors = json.loads((out / "report.json").read_text())["expansion"]["errors"]
     assert errors == ["x: collect x: set the environment variable X_BEARER_TOKEN (see docs/collect.md)"]
     assert (out / "stages" / "samples.jsonl").exists()
+    # the command line says it after the stage table too, not only in report.json
+    from click.testing import CliRunner
+
+    from echo_builder.cli import cli
+
+    again = tmp_path / "cli-build"
+    with ReplayServer() as server:
+        args = ["build", str(export), "--out", str(again), "--keywords", str(keywords), "--threshold", "1"]
+        result = CliRunner().invoke(
+            cli, [*args, "--offline", "--expand", "x", "--expand-base-url", server.url]
+        )
+        assert server.requests == []
+    assert result.exit_code == 0, result.output
+    assert "warning: reply-tree expansion stopped early (1 error(s)):" in result.output
+    assert "set the environment variable X_BEARER_TOKEN" in result.output
 
 
 @pytest.mark.filterwarnings(

@@ -381,6 +381,13 @@ def build(
     _record_run_config(result.out_dir)
     stages = {entry["name"]: entry for entry in result.report["stages"]}
     _show_source_problems(stages["collect"], result.out_dir)
+    expansion_errors = (result.report.get("expansion") or {}).get("errors") or []
+    if expansion_errors:  # the build went on without those posts: say why here, not only in report.json
+        click.echo(
+            f"\nwarning: reply-tree expansion stopped early ({len(expansion_errors)} error(s)):", err=True
+        )
+        for error in expansion_errors[:10]:
+            click.echo(f"  {error}", err=True)
     configs = stages["applicability"]["configs"]
     click.echo(
         f"\nsamples: {stages['extract']['out']} extracted; configs: "
