@@ -420,6 +420,25 @@ def test_missing_token_names_the_variable(keywords, tmp_path, monkeypatch):
     )
     assert result.exit_code == 1
     assert "set the environment variable X_BEARER_TOKEN" in result.output
+    assert not (tmp_path / "out").exists()  # nothing collected: no empty folder left behind
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "mine.txt").write_text("x")
+    again = CliRunner().invoke(
+        cli,
+        [
+            "collect",
+            "x",
+            "--query-file",
+            str(keywords),
+            "--launch-date",
+            "2021-06-01",
+            "--archive",
+            "--out",
+            str(kept),
+        ],
+    )
+    assert again.exit_code != 0 and (kept / "mine.txt").read_text() == "x"  # a folder it did not make is kept
 
 
 def test_recent_search_refuses_windows_older_than_7_days(keywords, tmp_path):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -102,7 +104,15 @@ def _run(platform: Any, kw: dict[str, Any]) -> None:
         max_attempts=kw["max_attempts"],
         progress=progress,
     )
-    result = collector.run()
+    out = Path(kw["out_dir"])
+    created = not out.exists()
+    try:
+        result = collector.run()
+    except BaseException:
+        # stopped before anything was collected (e.g. a missing credential): leave no empty folder behind
+        if created and out.is_dir() and not any(out.rglob("*.jsonl")):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     summary = result.summary
     click.echo(
         f"{summary['platform']}: {summary['posts']} posts from {len(jobs)} queries in {summary['requests']} "
