@@ -149,6 +149,24 @@ def test_requested_metric_that_cannot_run_is_a_clear_error(i2i_run, tmp_path):
     assert result.exit_code == 1 and "text_rendering needs a judge" in result.output
 
 
+def test_an_option_of_a_metric_the_run_does_not_compute_is_refused(i2i_run, tmp_path):
+    bench, outputs = i2i_run
+    common = ["metrics", "--benchmark", str(bench), "--config", "image_to_image", "--outputs", str(outputs)]
+    result = CliRunner().invoke(
+        cli,
+        [*common, "--metric", "color_shift", "--structure-decode", "pillow", "--out", str(tmp_path / "m")],
+    )
+    assert result.exit_code == 2
+    assert (
+        "--structure-decode is an option of structure_distance, which this run does not compute"
+        in result.output
+    )
+    assert not (tmp_path / "m").exists()
+    # the same run without the foreign option goes ahead
+    ran = CliRunner().invoke(cli, [*common, "--metric", "color_shift", "--out", str(tmp_path / "ok")])
+    assert ran.exit_code == 0, ran.output
+
+
 def test_applicability_flags_are_honoured(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -286,6 +286,32 @@ def _origin(name: str) -> str:
     return METRICS.entry(name).origin
 
 
+def _check_metric_options_apply(metric_names: tuple[str, ...]) -> None:
+    """A metric's option typed on the command line for a run that does not compute that metric is a usage error
+    (it would be ignored without a word); a run config may carry options of metrics it does not run."""
+    if not metric_names:
+        return  # every metric runs
+    from click.core import ParameterSource
+
+    from echo_builder.scoring.registry import metric_definitions
+
+    owners: dict[str, list[Any]] = {}
+    for definition in metric_definitions():
+        for option in definition.options:
+            if option.type != "column":  # column options are checked with the config's columns (run_metrics)
+                owners.setdefault(option.name, []).append((definition.name, option.cli_name))
+    ctx = click.get_current_context()
+    for name, declared in owners.items():
+        if ctx.get_parameter_source(name) is not ParameterSource.COMMANDLINE:
+            continue
+        metrics_of = [metric for metric, _ in declared]
+        if not set(metrics_of) & set(metric_names):
+            raise click.UsageError(
+                f"{declared[0][1]} is an option of {' and '.join(metrics_of)}, which this run does not compute "
+                f"(--metric {' --metric '.join(metric_names)}); add --metric {metrics_of[0]} or drop the option"
+            )
+
+
 def _metric_option(definition: Any, option: Any) -> click.Option:
     """A declared :class:`~echo_builder.scoring.registry.MetricOption` as a click option."""
     kinds: dict[str, Any] = {
@@ -374,6 +400,7 @@ def metrics(
             "--ocr-evidence applies to the judge's text_rendering: pass --judge SPEC (and --metric text_rendering "
             "when naming metrics)"
         )
+    _check_metric_options_apply(metric_names)
     if judge_prompt is not None:
         from echo_builder.judge.prompts import load_judge_prompt
         from echo_builder.scoring.text import check_ocr_placeholder
