@@ -12,12 +12,20 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from echo_builder.errors import ConfigError
 
-__all__ = ["MAX_INPUT_FILE_BYTES", "is_utf8", "parse_json", "read_small_file", "read_text"]
+__all__ = [
+    "MAX_INPUT_FILE_BYTES",
+    "is_utf8",
+    "parse_json",
+    "read_prompt_yaml",
+    "read_small_file",
+    "read_text",
+]
 
 #: the largest input file read whole (bytes): far above any real keyword list, vote export or prompt file
 MAX_INPUT_FILE_BYTES = 512 * 1024 * 1024
@@ -88,3 +96,31 @@ def is_utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def read_prompt_yaml(
+    where: Path, what: str, fmt: str, *, more: Callable[[dict[str, Any]], list[str]] | None = None
+) -> dict[str, Any]:
+    """A curation prompt file (YAML) of format ``fmt`` with the non-empty strings ``name``, ``version``, ``system``
+    and ``user``; ``what`` names the file in errors (``"NSFW prompt file"``); ``more`` returns the names of other
+    keys of the file that are missing or invalid (listed in the same error).
+
+    Raises:
+        ConfigError: the file is missing or not YAML, its ``format`` is not ``fmt``, or one of those keys is missing
+            or not a non-empty string; the message names the file and the keys.
+    """
+    import yaml
+
+    try:
+        data = yaml.safe_load(where.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{what} {str(where)!r} cannot be read: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != fmt:
+        raise ConfigError(f"{what} {str(where)!r} is not of format {fmt!r}")
+    missing = [
+        k for k in ("name", "version", "system", "user") if not isinstance(data.get(k), str) or not data[k]
+    ]
+    missing += more(data) if more is not None else []
+    if missing:
+        raise ConfigError(f"{what} {str(where)!r}: missing or invalid {', '.join(missing)}")
+    return data

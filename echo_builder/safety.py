@@ -300,23 +300,17 @@ def load_nsfw_prompt(path: str | Path | None = None) -> NsfwPrompt:
         ConfigError: the file is missing, not YAML, not of format ``echo-bench-nsfw-prompt/1``, or lacks one of
             ``name``, ``version``, ``system``, ``user`` (strings) and ``categories`` (a list of strings).
     """
-    import yaml
+    from echo_builder.input_files import read_prompt_yaml
 
     where = Path(path) if path is not None else NSFW_PROMPT_FILE
-    try:
-        data = yaml.safe_load(where.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"NSFW prompt file {str(where)!r} cannot be read: {exc}") from None
-    if not isinstance(data, dict) or data.get("format") != _PROMPT_FORMAT:
-        raise ConfigError(f"NSFW prompt file {str(where)!r} is not of format {_PROMPT_FORMAT!r}")
-    missing = [
-        k for k in ("name", "version", "system", "user") if not isinstance(data.get(k), str) or not data[k]
-    ]
-    categories = data.get("categories")
-    if not isinstance(categories, list) or not categories or not all(isinstance(c, str) for c in categories):
-        missing.append("categories")
-    if missing:
-        raise ConfigError(f"NSFW prompt file {str(where)!r}: missing or invalid {', '.join(missing)}")
+
+    def bad_categories(data: dict[str, Any]) -> list[str]:
+        found = data.get("categories")
+        ok = isinstance(found, list) and found and all(isinstance(c, str) for c in found)
+        return [] if ok else ["categories"]
+
+    data = read_prompt_yaml(where, "NSFW prompt file", _PROMPT_FORMAT, more=bad_categories)
+    categories = data["categories"]
     return NsfwPrompt(data["name"], data["version"], data["system"], data["user"], tuple(categories))
 
 

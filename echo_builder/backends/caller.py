@@ -579,16 +579,7 @@ class ModelCaller:
         except StructuredOutputError as exc:
             if not reask:
                 return StructuredResult("parse_failure", None, first.reply.text, exc.reason, (first,))
-            follow_up = CallRequest(
-                messages=(
-                    *request.messages,
-                    Message("assistant", (TextPart(first.reply.text),)),
-                    Message("user", (TextPart(reask_message(exc.reason, schema)),)),
-                ),
-                params=request.params,
-                stage=request.stage,
-                prompt_version=request.prompt_version,
-            )
+            follow_up = _follow_up(request, first.reply.text, exc.reason, schema)
         if second is None:  # else answered already (in batch mode)
             second = await self.acall(follow_up)
         if second.reply is None:
@@ -630,16 +621,7 @@ class ModelCaller:
         try:
             parse_structured(first.reply.text, schema)
         except StructuredOutputError as exc:
-            return CallRequest(
-                messages=(
-                    *request.messages,
-                    Message("assistant", (TextPart(first.reply.text),)),
-                    Message("user", (TextPart(reask_message(exc.reason, schema)),)),
-                ),
-                params=request.params,
-                stage=request.stage,
-                prompt_version=request.prompt_version,
-            )
+            return _follow_up(request, first.reply.text, exc.reason, schema)
         return None
 
     def call_structured_many(
@@ -696,3 +678,17 @@ class ModelCaller:
                 latency_s=time.perf_counter() - start,
             )
         return scores
+
+
+def _follow_up(request: CallRequest, reply_text: str, reason: str, schema: type[BaseModel]) -> CallRequest:
+    """The one re-ask of a structured call: the conversation so far, the model's rejected reply, and why."""
+    return CallRequest(
+        messages=(
+            *request.messages,
+            Message("assistant", (TextPart(reply_text),)),
+            Message("user", (TextPart(reask_message(reason, schema)),)),
+        ),
+        params=request.params,
+        stage=request.stage,
+        prompt_version=request.prompt_version,
+    )

@@ -241,22 +241,10 @@ def load_feedback_verdict_prompt(path: str | Path | None = None) -> FeedbackVerd
         ConfigError: the file is missing, not YAML, not of format ``echo-bench-feedback-verdict-prompt/1``, lacks
             one of ``name``, ``version``, ``system``, ``user`` (strings), or its user template lacks ``{feedback}``.
     """
-    import yaml
+    from echo_builder.input_files import read_prompt_yaml
 
     where = Path(path) if path is not None else FEEDBACK_VERDICT_PROMPT_FILE
-    try:
-        data = yaml.safe_load(where.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"feedback-verdict prompt file {str(where)!r} cannot be read: {exc}") from None
-    if not isinstance(data, dict) or data.get("format") != _PROMPT_FORMAT:
-        raise ConfigError(f"feedback-verdict prompt file {str(where)!r} is not of format {_PROMPT_FORMAT!r}")
-    missing = [
-        k for k in ("name", "version", "system", "user") if not isinstance(data.get(k), str) or not data[k]
-    ]
-    if missing:
-        raise ConfigError(
-            f"feedback-verdict prompt file {str(where)!r}: missing or invalid {', '.join(missing)}"
-        )
+    data = read_prompt_yaml(where, "feedback-verdict prompt file", _PROMPT_FORMAT)
     if "{feedback}" not in data["user"]:
         raise ConfigError(
             f"feedback-verdict prompt file {str(where)!r}: the user template lacks {{feedback}}"
