@@ -227,6 +227,40 @@ def test_an_unreadable_screenshot_fails_only_its_sample(openai_server, tmp_path)
     assert "unreadable screenshot" in result.failures[0].reason
     assert result.samples[0] == samples[0]
     _assert_on_the_known_boxes(type(result)(samples=result.samples[1:]), store)
+    assert len(openai_server.log.digests) == 1  # only the readable screenshot was sent
+
+
+def test_screenshots_are_prepared_in_the_pool_while_calls_are_in_flight(openai_server, tmp_path, monkeypatch):
+    """Each screenshot is read and encoded in the preparation pool (echo_builder.judge.overlap), not all before the
+    first call; an unreadable one among them fails only its sample, listed first as before."""
+    import threading
+
+    from echo_builder.stages import templates_screenshots as stage
+
+    store, ref = _store(tmp_path, _phone_screenshot())
+    bad_name = "c" * 64
+    (store / "cc").mkdir()
+    (store / "cc" / f"{bad_name}.png").write_bytes(b"not an image")
+    bad = MediaRef(url="https://e.com/c.png", sha256=bad_name, path=f"cc/{bad_name}.png")
+    threads: set[str] = set()
+    real = stage._screenshot_part
+
+    def spy(image):
+        threads.add(threading.current_thread().name)
+        return real(image)
+
+    monkeypatch.setattr(stage, "_screenshot_part", spy)
+    openai_server.reply = _model_reply("norm1000")
+    samples = [_sample(ref, f"echo-00000000000000{k:02d}") for k in range(3)]
+    samples.insert(1, _sample(bad, "echo-0000000000000099"))
+    result = run_screenshots(
+        samples, caller=_caller(openai_server, tmp_path, "openai:qwen2-vl"), store_root=store
+    )
+    assert threads and all(name.startswith("judge-prep") for name in threads)
+    assert [f.record_id for f in result.failures] == ["echo-0000000000000099"]
+    assert result.samples[1] == samples[1]
+    for done in (result.samples[0], result.samples[2], result.samples[3]):
+        assert done.prompt == PROMPT and done.input_bboxes
 
 
 def test_send_size_and_conversions():

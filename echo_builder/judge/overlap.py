@@ -144,14 +144,15 @@ def _served_from_cache(result: Any) -> bool:
 def call_structured_overlapped(
     caller: ModelCaller,
     jobs: Sequence[T],
-    build: Callable[[T], CallRequest],
+    build: Callable[[T], Any],
     schema: type[BaseModel],
     *,
     progress: str | None = None,
-) -> list[StructuredResult[Any]]:
+) -> list[Any]:
     """Structured calls for ``jobs`` (curation's VLM stages), each request built by ``build`` (image preparation)
     in the preparation pool while earlier calls are in flight; results in job order (see
-    :func:`prepare_and_call`)."""
+    :func:`prepare_and_call`): a :class:`StructuredResult` per request, or what ``build`` returned instead of a
+    request (e.g. the failure of an unreadable image), passed through."""
 
     def entries(job: T) -> Entries:
         return [(None, build(job))]

@@ -257,6 +257,7 @@ def run_screenshots(
     """
     from echo_builder.backends.boxes import box_format_prompt, resolve_box_format, to_original_frame
     from echo_builder.imaging import load_rgb
+    from echo_builder.judge.overlap import call_structured_overlapped
 
     result = VlmStageResult(samples=list(samples))
     backend = getattr(caller, "backend", None)
@@ -272,33 +273,42 @@ def run_screenshots(
             "screenshot_size_multiple_px": SCREENSHOT_SIZE_MULTIPLE,
         }
     order = "ymin, xmin, ymax, xmax" if fmt == "norm1000_yx" else "x1, y1, x2, y2"
-    jobs: list[tuple[int, Path, tuple[int, int], tuple[int, int], CallRequest]] = []
+    jobs: list[tuple[int, int, Path]] = []  # (job number, sample index, screenshot)
     for i, sample in enumerate(samples):
         shots = [o for o in (*sample.input_images, *sample.output_images) if o.path]
         if caller is None or store_root is None or not sample.is_screenshot or not shots:
             continue
-        path = store_root / shots[0].path
+        jobs.append((len(jobs), i, store_root / shots[0].path))
+    frames: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {}  # job -> (original size, frame sent)
+
+    def request(job: tuple[int, int, Path]) -> CallRequest | StageFailure:  # runs in the preparation pool
+        k, i, path = job
         try:
             image = load_rgb(path)
             part, sent = _screenshot_part(image)
         except (ImageError, OSError) as exc:
-            result.failures.append(StageFailure("screenshots", sample.id, f"unreadable screenshot: {exc}"))
-            continue
+            return StageFailure("screenshots", samples[i].id, f"unreadable screenshot: {exc}")
         frame = backend.vision_frame(*sent) if backend is not None and fmt == "pixels" else sent
+        frames[k] = (image.size, frame)
         text = _SHOT_USER.format(box_format=box_format_prompt(fmt, frame), order=order)  # type: ignore[arg-type]
-        request = CallRequest(
+        return CallRequest(
             (Message("system", (TextPart(_SHOT_SYSTEM),)), Message("user", (part, TextPart(text)))),
             GenerationParams(max_tokens=1024),
             stage="screenshots",
             prompt_version=SCREENSHOTS_VERSION,
         )
-        jobs.append((i, path, image.size, frame, request))
-    answers = (
-        caller.call_structured_many([j[4] for j in jobs], ScreenshotAnswer, progress=progress)
+
+    answers: list[Any] = (
+        call_structured_overlapped(caller, jobs, request, ScreenshotAnswer, progress=progress)
         if caller and jobs
         else []
     )
-    for (i, path, (width, height), frame, _), answer in zip(jobs, answers, strict=True):
+    # unreadable screenshots first, in sample order, as when every image was read before the calls
+    result.failures += [answer for answer in answers if isinstance(answer, StageFailure)]
+    for (k, i, path), answer in zip(jobs, answers, strict=True):
+        if isinstance(answer, StageFailure):
+            continue
+        (width, height), frame = frames[k]
         sample = samples[i]
         if answer.value is None:
             result.failures.append(
