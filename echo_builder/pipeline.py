@@ -446,7 +446,9 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
             if caller is not None and definition.calls_model:
                 # tokens of the replies this stage used, cache hits included: the same on a resumed build
                 used = caller.meter.since(used_before)
-                entry["cost"] = prices.cost(caller.backend.backend_id, *used).to_dict()
+                entry["cost"] = prices.cost(
+                    caller.backend.backend_id, *used, batch=caller.batch is not None
+                ).to_dict()
             entries.append(entry)
             timings[definition.name] = round(time.perf_counter() - started, 3)
             if on_stage is not None:
@@ -516,7 +518,9 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     if caller is not None:
         stats["model_calls"] = vars(caller.stats)
         # what this invocation's own calls cost (a resumed build pays only for the calls it repeats)
-        spent = prices.cost(caller.backend.backend_id, *caller.meter.totals(fresh=True))
+        spent = prices.cost(
+            caller.backend.backend_id, *caller.meter.totals(fresh=True), batch=caller.batch is not None
+        )
         stats["spent"] = spent.to_dict()
         if caller.budget is not None:
             stats["budget"] = caller.budget.summary()
@@ -660,12 +664,13 @@ def _cost_summary(caller: Any, prices: Any) -> dict[str, Any]:
     """``report.json``'s ``cost``: tokens and USD of every reply the build used (cache hits priced as if paid,
     so a resumed build reports what building from scratch costs) and the price entry applied."""
     model = caller.backend.backend_id
-    total = prices.cost(model, *caller.meter.totals())
+    total = prices.cost(model, *caller.meter.totals(), batch=caller.batch is not None)
     return {
         "currency": "USD",
         **total.to_dict(),
         "price": prices.describe(model),
-        "note": "list prices as of the price entry's date; cache hits are priced as if paid",
+        "note": "list prices as of the price entry's date (Batch API prices for a --batch build); cache hits are "
+        "priced as if paid",
     }
 
 

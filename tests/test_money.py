@@ -153,6 +153,22 @@ def test_unpriced_judge_has_null_cost_and_a_price_file_prices_it(small_bench, op
     assert priced.summary["judges"][0]["cost"]["usd"] == pytest.approx(expected, abs=1e-6)
 
 
+def test_a_batch_run_is_priced_at_the_batch_api_prices(small_bench, openai_server, tmp_path):
+    openai_server.reply = lambda body: "Fine. [[6]]"
+    folder, outputs = small_bench
+    opts = {"openai:judge-x": {"base_url": openai_server.base_url}}
+    batched = run_judging(
+        folder, "text_to_image", outputs, ["openai:judge-x"], tmp_path / "run", judge_options=opts,
+        progress=False, prices_file=_price_file(tmp_path), batch=True, batch_poll_s=1.0,
+    )  # fmt: skip
+    bodies = [line["body"] for line in openai_server.batch_api.lines]
+    assert len(bodies) == 12
+    judge = batched.summary["judges"][0]
+    # the price file's batch prices (0.5 / 1.5 per 1M), not its interactive ones (1.0 / 3.0)
+    assert judge["cost"]["usd"] == pytest.approx(_usd(bodies, 0.5, 1.5), abs=1e-6)
+    assert judge["cost_with_cache"]["usd"] == pytest.approx(_usd(bodies, 0.5, 1.5), abs=1e-6)
+
+
 def test_max_cost_stops_before_the_budget_and_the_run_resumes(small_bench, openai_server, tmp_path):
     openai_server.reply = lambda body: "Fine. [[6]]"
     folder, outputs = small_bench

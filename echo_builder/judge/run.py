@@ -399,8 +399,12 @@ def run_judging(
                     "input_tokens": caller.stats.input_tokens,
                     "output_tokens": caller.stats.output_tokens,
                     "statuses": dict(Counter(v.status for v in batch)),
-                    "cost": prices.cost(spec, *caller.meter.totals(fresh=True)).to_dict(),
-                    "cost_with_cache": prices.cost(spec, *caller.meter.totals()).to_dict(),
+                    "cost": prices.cost(
+                        spec, *caller.meter.totals(fresh=True), batch=batching is not None
+                    ).to_dict(),
+                    "cost_with_cache": prices.cost(
+                        spec, *caller.meter.totals(), batch=batching is not None
+                    ).to_dict(),
                     "price": prices.describe(spec),
                     **({"anchor_calls": anchor_calls} if anchor_calls is not None else {}),
                 }
