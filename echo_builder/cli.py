@@ -15,21 +15,14 @@ from typing import Any
 import click
 
 from echo_builder import __version__
+from echo_builder.commands.agreement import agreement, community_outputs, export_pairs
 from echo_builder.commands.analysis import analyze
 from echo_builder.commands.backends import backends, cache
 from echo_builder.commands.collect import collect
 from echo_builder.commands.curation import build, diff, publish
 from echo_builder.commands.demo import demo
 from echo_builder.commands.estimate import estimate
-from echo_builder.commands.evaluation import (
-    agreement,
-    community_outputs,
-    export_pairs,
-    judge,
-    leaderboard,
-    metrics,
-    publish_metrics,
-)
+from echo_builder.commands.evaluation import judge, leaderboard, metrics, publish_metrics
 from echo_builder.commands.generation import generate
 from echo_builder.commands.plugins import plugins
 from echo_builder.commands.release import import_group
