@@ -385,7 +385,7 @@ def _encode_with(img: Image.Image, fmt: str, **save: object) -> bytes:
 
 
 def test_torchvision_decoding_agrees_with_pillow(scorer, tv_scorer, photo, tmp_path):
-    torchvision_io = pytest.importorskip("torchvision.io")
+    pytest.importorskip("torchvision.io")
     rng = np.random.default_rng(1)
     inputs, outputs = [], []
     for k, shift in enumerate(rng.integers(0, 60, 6)):
@@ -412,7 +412,6 @@ def test_torchvision_decoding_agrees_with_pillow(scorer, tv_scorer, photo, tmp_p
     ).astype(int)
     assert ours.shape == (224, 224, 3)
     assert np.abs(ours - reference).mean() < 1.5 and np.abs(ours - reference).max() <= 40
-    assert torchvision_io.decode_jpeg is not None
 
 
 def test_torchvision_path_hands_everything_else_to_pillow(scorer, tv_scorer, photo):
