@@ -366,12 +366,15 @@ class ModelCaller:
         retry_after = exc.retry_after_s if isinstance(exc, RetryableBackendError) else None
         return self.retry.wait_s(state.attempt_number, retry_after, self._rng)
 
-    async def _attempt(self, request: CallRequest) -> Reply:
+    async def _attempt(self, request: CallRequest, key: str) -> Reply:
         async with self._semaphore():
             if self._halted is not None:
                 raise self._halted
             async with hold(self.budget, request.messages, request.params, request.stage) as charge:
-                return await self._send(request, charge)
+                reply = self._redacted(await self._send(request, charge))
+            # stored before the slot is freed: a killed run loses at most `concurrency` answered calls
+            self._store(request, key, reply)
+            return reply
 
     async def _send(self, request: CallRequest, charge: Any) -> Reply:
         """One attempt of ``request`` (inside the semaphore and the budget's reservation)."""
@@ -418,7 +421,7 @@ class ModelCaller:
             async for attempt in self._retrying():
                 with attempt:
                     attempts += 1
-                    reply = self._redacted(await self._attempt(request))
+                    reply = await self._attempt(request, key)
         except RetryableBackendError as exc:
             self.stats.failures += 1
             return CallResult(
@@ -431,7 +434,6 @@ class ModelCaller:
         except BackendError as exc:
             self.stats.failures += 1
             return CallResult(request, key, error=redact(str(exc)), error_kind="permanent", attempts=attempts)
-        self._store(request, key, reply)
         return CallResult(request, key, reply=reply, attempts=attempts)
 
     def _retrying(self) -> AsyncRetrying:
