@@ -8,12 +8,12 @@ from pathlib import Path
 import click
 
 from echo_builder.commands.evaluation import _strict_json
-from echo_builder.commands.options import MAX_N_BOOT, MAX_SEED, Number
+from echo_builder.commands.options import MAX_N_BOOT, MAX_SEED, EchoCommand, Number
 
 __all__ = ["agreement", "community_outputs", "export_pairs"]
 
 
-@click.command()
+@click.command(cls=EchoCommand)
 @click.argument("run", required=False, type=click.Path(exists=True))
 @click.option(
     "--human",
@@ -181,7 +181,7 @@ def _community_agreement(
             click.echo(f"  undefined: {row['reason']}")
 
 
-@click.command("community-outputs")
+@click.command("community-outputs", cls=EchoCommand)
 @click.option("--benchmark", required=True, help="Benchmark folder (or Hub dataset id).")
 @click.option("--config", "config_name", required=True, help="Config whose rows' output images to write.")
 @click.option(
@@ -257,7 +257,7 @@ def _metric_agreement(
         )
 
 
-@click.command("export-pairs")
+@click.command("export-pairs", cls=EchoCommand)
 @click.argument("run", type=click.Path(exists=True, file_okay=False))
 @click.option(
     "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Export folder to write."

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from echo_builder.commands.options import Number, run_config_option
+from echo_builder.commands.options import EchoGroup, Number, run_config_option
 
 __all__ = ["collect"]
 
@@ -134,7 +134,7 @@ def _run(platform: Any, kw: dict[str, Any]) -> None:
         sys.exit(1)
 
 
-@click.group()
+@click.group(cls=EchoGroup)
 def collect() -> None:
     """Search X, Bluesky or Reddit for the keywords of a query file into export files that `build` reads.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from echo_builder.commands.options import MAX_LIMIT, Number
+from echo_builder.commands.options import MAX_LIMIT, EchoGroup, Number
 
 __all__ = ["estimate"]
 
@@ -15,7 +15,7 @@ _CACHE_HELP = (
 )
 
 
-@click.group()
+@click.group(cls=EchoGroup)
 def estimate() -> None:
     """Price a planned judge run or build: calls x typical tokens per call x list prices, per stage.
 

@@ -16,6 +16,7 @@ from echo_builder.commands.options import (
     MAX_LIMIT,
     MAX_N_BOOT,
     MAX_SEED,
+    EchoCommand,
     Number,
     backend_options,
     batch_options,
@@ -37,7 +38,7 @@ __all__ = [
 ]
 
 
-@click.command()
+@click.command(cls=EchoCommand)
 @click.option("--benchmark", required=True, help="Hub-shaped benchmark folder (or Hub dataset id).")
 @click.option(
     "--config", "config_name", required=True, help="Config to judge: image_to_image, text_to_image, ..."
@@ -228,7 +229,7 @@ def judge(
         sys.exit(1)
 
 
-class _MetricsCommand(click.Command):
+class _MetricsCommand(EchoCommand):
     """``echo-bench metrics``, whose ``--metric`` choices, per-metric options and help come from the metric
     registry (built-ins and plugins), read when the command is first parsed or its help shown."""
 
@@ -351,7 +352,7 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
 )
 @click.option(
     "--base-url",
-    help="Server URL for openai: judges (one; given twice, the last wins: replicas are a judge option).",
+    help="Server URL for openai: judges; give it once (replicas, several --base-url, are a judge option).",
 )
 @click.option(
     "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Judge backend option; repeatable."
@@ -597,7 +598,7 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
         )
 
 
-@click.command()
+@click.command(cls=EchoCommand)
 @click.argument("runs", nargs=-1, type=click.Path(exists=True), metavar="[RUN]...")
 @click.option(
     "--votes",
@@ -968,7 +969,7 @@ def _push_results(
     )
 
 
-@click.command("publish-metrics")
+@click.command("publish-metrics", cls=EchoCommand)
 @click.option("--org", required=True, help="Hub user or organisation: the Spaces are ORG/<name>.")
 @click.option(
     "--metric",

@@ -10,6 +10,7 @@ import click
 from echo_builder.commands.options import (
     MAX_LIMIT,
     MAX_SEED,
+    EchoCommand,
     Number,
     RegistryHelpOption,
     nsfw_options,
@@ -22,7 +23,7 @@ __all__ = ["generate"]
 _SHOWN_FAILURES = 5
 
 
-@click.command()
+@click.command(cls=EchoCommand)
 @click.option("--benchmark", required=True, help="Hub-shaped benchmark folder (or Hub dataset id).")
 @click.option("--config", "config_name", required=True, help="Config: text_to_image, image_to_image, ...")
 @click.option(
