@@ -61,15 +61,16 @@ __all__ = ["agreement", "community_outputs", "export_pairs"]
     default=1000,
     show_default=True,
     type=Number(int, 10, MAX_N_BOOT),
-    help="--metrics: bootstrap replicates of the rank-correlation intervals (resampling samples); --community: "
-    "of the AUC and pair-agreement intervals (resampling liked and disliked outputs).",
+    help="--human: bootstrap replicates of the pair-agreement and tau-b intervals (resampling prompts); --metrics: "
+    "of the rank-correlation intervals (resampling samples); --community: of the AUC and pair-agreement intervals "
+    "(resampling liked and disliked outputs).",
 )
 @click.option(
     "--seed",
     default=0,
     show_default=True,
     type=Number(int, 0, MAX_SEED),
-    help="--metrics, --community: bootstrap seed.",
+    help="Bootstrap seed (--human, --metrics, --community); equal seeds give equal intervals.",
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def agreement(
@@ -108,10 +109,11 @@ def agreement(
         raise click.UsageError("give RUN --human FILE (judge vs humans) or --metrics DIR --between A B")
     from echo_builder.judge.agreement import judge_human_agreement
 
-    report = judge_human_agreement(run, human)
+    report = judge_human_agreement(run, human, n_boot=n_boot, seed=seed)
     if fmt == "json":
         click.echo(_strict_json(report))
         return
+    click.echo(f"95% bootstrap intervals over prompts ({report['n_boot']} replicates, seed {report['seed']})")
     click.echo(
         f"{'judge':<40} {'pairs':>6} {'agree (ties)':>12} {'95% CI':<16} {'agree (no ties)':>15} {'tau-b':>7} "
         f"{'p':>7}"
