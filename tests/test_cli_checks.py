@@ -239,3 +239,13 @@ def test_usage_errors_of_the_group_itself_are_one_line(args):
     assert result.exit_code == 2
     (line,) = result.output.strip().splitlines()
     assert line.startswith("error: ") and line.endswith("(see 'cli --help')")
+
+
+@pytest.mark.parametrize("args", [["build", "--help"], ["collect", "x", "--help"]], ids=["build", "collect"])
+def test_keywords_help_names_every_accepted_key(args):
+    from echo_builder.stages.query import KEYWORD_KEYS
+
+    result = CliRunner().invoke(cli, args)
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0 and "before_days" in KEYWORD_KEYS
+    assert [key for key in KEYWORD_KEYS if f" {key}" not in text] == []

@@ -22,8 +22,9 @@ def _common(func: Callable[..., Any]) -> Callable[..., Any]:
             "query_file",
             required=True,
             type=click.Path(exists=True, dir_okay=False),
-            help="Keyword list, as build's --keywords (JSON, or text: one term per line, optional TAB/| window in "
-            "days). One search per keyword, over its window around --launch-date.",
+            help="Keyword list, as build's --keywords (JSON: terms or objects with the keys term (required), "
+            "window_days, before_days; or text: one term per line, optional TAB/| window in days). One search per "
+            "keyword, over its window around --launch-date.",
         ),
         click.option(
             "--launch-date", help="The target model's launch date (YYYY-MM-DD); needed by windowed keywords."

@@ -69,7 +69,8 @@ class SourcePath(click.Path):
     "--keywords",
     "keywords_file",
     type=click.Path(exists=True, dir_okay=False),
-    help="Keyword list (JSON, or text: one term per line, optional TAB/| window in days).",
+    help="Keyword list: JSON, a list of terms or of objects with the keys term (required), window_days, "
+    'before_days (or {"keywords": [...]}), or text: one term per line, optional TAB/| window in days.',
 )
 @click.option(
     "--format",
