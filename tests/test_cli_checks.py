@@ -249,3 +249,74 @@ def test_keywords_help_names_every_accepted_key(args):
     text = " ".join(result.output.split())
     assert result.exit_code == 0 and "before_days" in KEYWORD_KEYS
     assert [key for key in KEYWORD_KEYS if f" {key}" not in text] == []
+
+
+@pytest.mark.parametrize(
+    "path, option",
+    [
+        (("leaderboard",), "--votes"),
+        (("leaderboard",), "--human"),
+        (("agreement",), "--human"),
+        (("export-pairs",), "--human"),
+    ],
+)
+def test_every_votes_option_names_the_file_types_and_every_winner_label(path, option):
+    from echo_builder.stats import WINNER_LABELS
+
+    command = cli
+    for name in path:
+        command = command.get_command(click.Context(command), name)
+    (param,) = [p for p in command.params if option in getattr(p, "opts", ())]
+    assert "JSON list, JSON Lines or CSV" in param.help
+    assert sorted(label for label in WINNER_LABELS if f"{label}" not in param.help) == []
+
+
+def test_estimate_build_refuses_an_unknown_source_format_while_parsing(tmp_path):
+    posts = tmp_path / "posts.jsonl"
+    posts.write_text("{}\n")
+    result = CliRunner().invoke(
+        cli, ["estimate", "build", str(posts), "--backend", "openai:m", "--format", "xml"]
+    )
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(
+        "error: --format: 'xml' is not a registered source format; choose from jsonl, x_api"
+    )
+
+
+@pytest.mark.parametrize(
+    "spec, accepted",
+    [
+        ("command:echo", "timeout_s, concurrency, env"),
+        ("openai-images:gpt-image-1", "base_url, api_key, size, quality"),
+    ],
+)
+def test_an_unknown_generator_option_lists_the_accepted_ones(spec, accepted):
+    from echo_builder.errors import ConfigError
+    from echo_builder.generate import create_generator
+
+    with pytest.raises(ConfigError) as caught:
+        create_generator(spec, bogus=1)
+    assert f"bogus: unknown option (accepted: {accepted}" in str(caught.value)
+
+
+def test_an_unknown_backend_option_lists_the_options_taken_before_the_model_too():
+    from echo_builder.backends import create_backend
+    from echo_builder.backends.openai_backend import OpenAIConfig
+    from echo_builder.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        create_backend("openai:m", temprature=0)
+    listed = str(caught.value).split("(accepted: ", 1)[1].rstrip(")").split(", ")
+    assert str(caught.value).startswith(
+        "invalid options for openai:m: temprature: unknown option (accepted: "
+    )
+    assert set(listed) == {
+        *OpenAIConfig.model_fields,
+        "base_urls",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "seed",
+        "box_format",
+    }

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from echo_builder.commands.evaluation import _strict_json
-from echo_builder.commands.options import MAX_N_BOOT, MAX_SEED, EchoCommand, Number
+from echo_builder.commands.options import MAX_N_BOOT, MAX_SEED, VOTES_FILE_HELP, EchoCommand, Number
 
 __all__ = ["agreement", "community_outputs", "export_pairs"]
 
@@ -18,7 +18,7 @@ __all__ = ["agreement", "community_outputs", "export_pairs"]
 @click.option(
     "--human",
     type=click.Path(exists=True, dir_okay=False),
-    help="With RUN: human pairwise votes with sample_id, model_a, model_b, winner.",
+    help=f"With RUN: human pairwise votes with sample_id, model_a, model_b, winner ({VOTES_FILE_HELP}).",
 )
 @click.option(
     "--metrics",
@@ -275,7 +275,8 @@ def _metric_agreement(
     "--human",
     "human_votes",
     type=click.Path(exists=True, dir_okay=False),
-    help="Human pairwise votes with sample_id, model_a, model_b, winner: exported as source 'human'.",
+    help=f"Human pairwise votes with sample_id, model_a, model_b, winner ({VOTES_FILE_HELP}): exported as source "
+    "'human'.",
 )
 @click.option("--link", is_flag=True, help="Hard-link output images instead of copying them.")
 def export_pairs(

@@ -72,7 +72,7 @@ def _launch_date(ctx: click.Context, param: click.Parameter, value: str | None) 
     "lm_options",
     multiple=True,
     metavar="KEY=VALUE",
-    help="LM option: batch_size, max_length, dtype, revision.",
+    help="LM option: batch_size, max_length, dtype, revision; repeatable.",
 )
 @click.option(
     "--compare",

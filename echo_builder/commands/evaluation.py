@@ -16,6 +16,7 @@ from echo_builder.commands.options import (
     MAX_LIMIT,
     MAX_N_BOOT,
     MAX_SEED,
+    VOTES_FILE_HELP,
     EchoCommand,
     Number,
     backend_options,
@@ -603,7 +604,7 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
 @click.option(
     "--votes",
     type=click.Path(exists=True, dir_okay=False),
-    help="Pairwise votes with model_a, model_b, winner (JSON list, JSON Lines or CSV).",
+    help=f"Pairwise votes with model_a, model_b, winner ({VOTES_FILE_HELP}).",
 )
 @click.option(
     "--ratings",
@@ -688,8 +689,8 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     "--human",
     "human_votes",
     type=click.Path(exists=True, dir_okay=False),
-    help="Human pairwise votes (sample_id, model_a, model_b, winner) for the validity card's agreement section; "
-    "RUN only.",
+    help=f"Human pairwise votes with sample_id, model_a, model_b, winner ({VOTES_FILE_HELP}) for the validity "
+    "card's agreement section; RUN only.",
 )
 @click.option(
     "--drift-threshold",

@@ -24,6 +24,7 @@ __all__ = [
     "MAX_RUN_CONFIG_BYTES",
     "MAX_SEED",
     "MAX_TIMEOUT_S",
+    "VOTES_FILE_HELP",
     "ByteSize",
     "EchoCommand",
     "EchoGroup",
@@ -105,6 +106,11 @@ class EchoGroup(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         refuse_repeated_options(self, ctx, args)
         return super().parse_args(ctx, args)
+
+
+#: How a pairwise votes file is written (read by :func:`echo_builder.stats.load_votes`), for the help of every option
+#: that reads one (``leaderboard --votes``, ``--human``).
+VOTES_FILE_HELP = "a JSON list, JSON Lines or CSV; winner: model_a, model_b, tie or 'tie (bothbad)'"
 
 
 class Number(click.ParamType):
