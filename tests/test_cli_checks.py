@@ -241,7 +241,11 @@ def test_usage_errors_of_the_group_itself_are_one_line(args):
     assert line.startswith("error: ") and line.endswith("(see 'cli --help')")
 
 
-@pytest.mark.parametrize("args", [["build", "--help"], ["collect", "x", "--help"]], ids=["build", "collect"])
+@pytest.mark.parametrize(
+    "args",
+    [["build", "--help"], ["collect", "x", "--help"], ["estimate", "build", "--help"]],
+    ids=["build", "collect", "estimate"],
+)
 def test_keywords_help_names_every_accepted_key(args):
     from echo_builder.stages.query import KEYWORD_KEYS
 

@@ -59,8 +59,9 @@ _SHOWN_FAILURES = 5
     "options",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Generator option; repeatable. diffusers: steps, dtype, batch_size, guidance_scale, height, width, "
-    "strength; openai-images: size, quality, concurrency, max_attempts; command: timeout_s, concurrency.",
+    help="Generator option; repeatable. For example diffusers: steps, dtype, batch_size, guidance_scale, height, "
+    "width, strength; openai-images: size, quality, concurrency, max_attempts; command: timeout_s, concurrency, env. "
+    "An unknown option is refused with the list of the generator's options (docs/generate.md).",
 )
 @click.option(
     "--base-url", help="Server URL for openai-images: (default: $ECHO_OPENAI_BASE_URL or $OPENAI_BASE_URL)."
