@@ -3,6 +3,10 @@
 Numeric options use :class:`Number` (click's ``FloatRange`` / ``IntRange`` semantics): nan, inf and values out of
 the accepted range are refused while the command line is parsed, as one ``error: --OPTION: ...`` line naming the
 option and the accepted range (exit 1), before anything is read or written.
+
+Every command is declared with ``cls=EchoCommand`` (a group with ``cls=EchoGroup``, whose subcommands then are
+``EchoCommand``): an option that takes one value, given twice, is a usage error naming it
+(:func:`refuse_repeated_options`); tests/test_cli_checks.py checks every command of the tree.
 """
 
 from __future__ import annotations
