@@ -24,6 +24,7 @@ from echo_builder.commands.demo import demo
 from echo_builder.commands.estimate import estimate
 from echo_builder.commands.evaluation import judge, leaderboard, metrics, publish_metrics
 from echo_builder.commands.generation import generate
+from echo_builder.commands.options import EchoGroup
 from echo_builder.commands.plugins import plugins
 from echo_builder.commands.release import import_group
 from echo_builder.errors import EchoError
@@ -62,9 +63,28 @@ def _silence_stdout() -> None:
         pass
 
 
-class _Group(click.Group):
+def _usage_error(exc: click.UsageError) -> None:
+    """A usage error as one line like every other error (click's own form is three), naming where the usage is
+    explained."""
+    where = exc.ctx.command_path if exc.ctx is not None else "echo-bench"
+    click.echo(f"error: {redact(_one_line(exc.format_message()))} (see '{where} --help')", err=True)
+
+
+class _Group(EchoGroup):
     """Turns expected errors into one clear line and exit code 1 instead of a traceback, and shows library
     warnings (e.g. dropped self-battle votes) as one-line notes."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        # the group's own options (echo-bench --bogus, -V -V): the same one-line usage error as a command's
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # `echo-bench` alone: the help
+        except click.UsageError as exc:
+            _usage_error(exc)
+            raise click.exceptions.Exit(exc.exit_code) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         import warnings
@@ -106,9 +126,7 @@ class _Group(click.Group):
             click.echo(f"error: the call cache failed: {redact(_one_line(str(exc)))}", err=True)
             ctx.exit(1)
         except click.UsageError as exc:
-            # one line like every other error (click's own form is three), naming where the usage is explained
-            where = exc.ctx.command_path if exc.ctx is not None else "echo-bench"
-            click.echo(f"error: {redact(_one_line(exc.format_message()))} (see '{where} --help')", err=True)
+            _usage_error(exc)
             ctx.exit(exc.exit_code)
         except click.ClickException as exc:  # e.g. publish's: the same "error: ..." line as everywhere
             click.echo(f"error: {redact(exc.format_message())}", err=True)

@@ -223,6 +223,44 @@ def test_agreement_with_humans(bench, openai_server, tmp_path):
     assert "majority" in text and "Kendall's W" in text and "[1.000, 1.000]" in text
 
 
+def test_agreement_with_humans_follows_n_boot_and_seed(bench, openai_server, tmp_path):
+    """``agreement RUN --human`` used to bootstrap with 1000 replicates and seed 0 whatever --n-boot and --seed said."""
+    openai_server.reply = scripted_judges
+    out = tmp_path / "run"
+    _run(*_judge_args(bench, openai_server, out, ["judge1", "judge2"]))
+    votes = [{"sample_id": s, "model_a": "green", "model_b": "red", "winner": "model_a"} for s in SAMPLES[:3]]
+    votes += [
+        {"sample_id": s, "model_a": "green", "model_b": "red", "winner": "model_b"} for s in SAMPLES[3:]
+    ]
+    votes += [{"sample_id": s, "model_a": "red", "model_b": "lazy", "winner": "tie"} for s in SAMPLES[2:]]
+    path = tmp_path / "votes.jsonl"
+    path.write_text("\n".join(json.dumps(v) for v in votes))
+
+    def intervals(*options: str) -> tuple[dict, list[float]]:
+        report = json.loads(_run("agreement", str(out), "--human", str(path), "--format", "json", *options))
+        bounds = [
+            row[f"{name}_ci_{end}"]
+            for row in report["judges"]
+            for name in ("pair_agreement", "pair_agreement_no_ties", "tau")
+            for end in ("low", "high")
+        ]
+        return report, bounds
+
+    seeded, bounds = intervals("--n-boot", "200", "--seed", "1")
+    assert (seeded["n_boot"], seeded["seed"]) == (200, 1)
+    assert intervals("--n-boot", "200", "--seed", "1")[1] == bounds  # equal seeds repeat the intervals
+    assert intervals("--n-boot", "200", "--seed", "2")[1] != bounds  # another seed draws other resamples
+    assert intervals("--n-boot", "20", "--seed", "1")[1] != bounds  # and so does another number of replicates
+    rows = {r["judge"]: r for r in seeded["judges"]}
+    # judge2 (likes green) agrees with the 3 green votes and the 4 ties: 7 of 10 pairs, inside its interval
+    assert rows["openai:judge2"]["pair_agreement"] == pytest.approx(7 / 10)
+    assert (
+        rows["openai:judge2"]["pair_agreement_ci_low"] < 0.7 < rows["openai:judge2"]["pair_agreement_ci_high"]
+    )
+    text = _run("agreement", str(out), "--human", str(path), "--n-boot", "200", "--seed", "1")
+    assert "95% bootstrap intervals over prompts (200 replicates, seed 1)" in text
+
+
 def test_leaderboard_on_real_arena_votes(shared_data):
     votes = shared_data / "human_votes" / "genai_arena" / "clean_battle_20240220.json"
     board = json.loads(
@@ -298,9 +336,10 @@ def test_judge_cli_exit_codes_and_guards(bench, openai_server, tmp_path):
         ("--timeout", "-1"),
         ("--max-attempts", "0"),
     ):
-        bad = CliRunner().invoke(
-            cli, [*_judge_args(bench, openai_server, tmp_path / "x", ["j"]), option, value]
-        )
+        args = _judge_args(bench, openai_server, tmp_path / "x", ["j"])
+        if option in args:  # given once: a second --concurrency would be refused as a repeat
+            del args[args.index(option) : args.index(option) + 2]
+        bad = CliRunner().invoke(cli, [*args, option, value])
         # one "error:" line naming the option and the accepted range (tests/test_numeric_options.py has the rest)
         assert (
             bad.exit_code == 1

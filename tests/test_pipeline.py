@@ -300,6 +300,11 @@ def test_build_checks_options_before_any_work(tmp_path):
     for name, content, message in [
         ("window.json", '[{"term": "GPT-4o", "window_days": "x"}]', "window_days must be a whole number"),
         ("dict.json", '{"GPT-4o": "x"}', "expected a list of keywords"),
+        (
+            "typo.json",
+            '[{"term": "GPT-4o", "before": 3}]',
+            "unknown key 'before'; the keys are 'term' (required), 'window_days', 'before_days'",
+        ),
         ("empty.txt", "# nothing\n", "holds no keyword"),
         ("negative.txt", "GPT-4o|-5\n", "negative.txt:1"),
     ]:

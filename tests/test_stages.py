@@ -71,6 +71,29 @@ def test_keyword_files(tmp_path):
         load_keywords(bad)
 
 
+KEYS = "the keys 'term' (required), 'window_days', 'before_days'"
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        (5, f"keyword 1 must be a term or an object with {KEYS}; got 5"),
+        ({"window_days": 3}, f"keyword 1 must be a term or an object with {KEYS}; got {{'window_days': 3}}"),
+        # a misspelt key used to be ignored: the keyword then matched at any time
+        (
+            {"term": "openai", "windows_days": 14},
+            f"keyword 1: unknown key 'windows_days'; {KEYS.replace('the keys', 'the keys are')}",
+        ),
+    ],
+)
+def test_a_malformed_json_keyword_names_every_accepted_key(tmp_path, entry, message):
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps(["sora", entry]))
+    with pytest.raises(ConfigError) as caught:
+        load_keywords(path)
+    assert str(caught.value) == f"{path}: {message}"
+
+
 # -- relevance ----------------------------------------------------------------------------------------------------------
 def test_rules_relevance_keeps_image_generation_and_drops_api_news():
     assert (

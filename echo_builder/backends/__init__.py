@@ -42,10 +42,13 @@ from echo_builder.registry import BUILT_IN, Registry, spec_class_adopter
 #: Accepted by every model backend, validated like the field, applied by the caller before the cache lookup (so
 #: they are part of the cache key), and recorded in ``run.json`` and the build report.
 GENERATION_OPTIONS = ("temperature", "top_p", "max_tokens", "seed")
+#: Options :func:`create_backend` takes for every model backend before its options model sees the rest.
+MODEL_BACKEND_OPTIONS = (*GENERATION_OPTIONS, "box_format")
 
 __all__ = [
     "BACKENDS",
     "GENERATION_OPTIONS",
+    "MODEL_BACKEND_OPTIONS",
     "Backend",
     "BackendInfo",
     "CandidateScores",

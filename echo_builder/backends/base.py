@@ -386,13 +386,16 @@ class Backend(ABC):
         run_sync(self.aclose())
 
 
-def invalid_options(who: str, exc: Any) -> ConfigError:
+def invalid_options(who: str, exc: Any, accepted: Sequence[str] = ()) -> ConfigError:
     """A pydantic ``ValidationError`` of a backend's or generator's options as a one-line :class:`ConfigError`:
-    ``invalid options for openai:m: timeout_s: Input should be a finite number (got nan); ...``."""
+    ``invalid options for openai:m: timeout_s: Input should be a finite number (got nan); ...``. Given the
+    ``accepted`` option names (the options model's fields and any option taken before the model sees them), an
+    unknown option's message lists them: ``bogus: unknown option (accepted: base_url, api_key, ...)``."""
+    accepted = f" (accepted: {', '.join(accepted)})" if accepted else ""
     problems = "; ".join(
         f"{'.'.join(map(str, e.get('loc', ()))) or 'value'}: {e.get('msg')} (got {e.get('input')!r})"
         if e.get("type") != "extra_forbidden"
-        else f"{'.'.join(map(str, e.get('loc', ())))}: unknown option"
+        else f"{'.'.join(map(str, e.get('loc', ())))}: unknown option{accepted}"
         for e in exc.errors()
     )
     return ConfigError(f"invalid options for {who}: {problems}")

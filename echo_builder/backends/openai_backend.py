@@ -308,7 +308,11 @@ class OpenAIBackend(Backend):
         try:
             self.config = OpenAIConfig(**options)
         except ValidationError as exc:
-            raise invalid_options(self.backend_id, exc) from None
+            from echo_builder.backends import MODEL_BACKEND_OPTIONS
+
+            raise invalid_options(
+                self.backend_id, exc, [*OpenAIConfig.model_fields, "base_urls", *MODEL_BACKEND_OPTIONS]
+            ) from None
         self.connection = OpenAIConnection(
             self.backend_id,
             base_url=self.config.base_url,

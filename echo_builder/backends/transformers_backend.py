@@ -120,7 +120,11 @@ class TransformersBackend(Backend):
         try:
             self.config = TransformersConfig(**options)
         except ValidationError as exc:
-            raise invalid_options(self.backend_id, exc) from None
+            from echo_builder.backends import MODEL_BACKEND_OPTIONS
+
+            raise invalid_options(
+                self.backend_id, exc, [*TransformersConfig.model_fields, *MODEL_BACKEND_OPTIONS]
+            ) from None
         _require()
         self._model: Any = None
         self._processor: Any = None

@@ -8,17 +8,17 @@ from pathlib import Path
 import click
 
 from echo_builder.commands.evaluation import _strict_json
-from echo_builder.commands.options import MAX_N_BOOT, MAX_SEED, Number
+from echo_builder.commands.options import MAX_N_BOOT, MAX_SEED, VOTES_FILE_HELP, EchoCommand, Number
 
 __all__ = ["agreement", "community_outputs", "export_pairs"]
 
 
-@click.command()
+@click.command(cls=EchoCommand)
 @click.argument("run", required=False, type=click.Path(exists=True))
 @click.option(
     "--human",
     type=click.Path(exists=True, dir_okay=False),
-    help="With RUN: human pairwise votes with sample_id, model_a, model_b, winner.",
+    help=f"With RUN: human pairwise votes with sample_id, model_a, model_b, winner ({VOTES_FILE_HELP}).",
 )
 @click.option(
     "--metrics",
@@ -61,15 +61,16 @@ __all__ = ["agreement", "community_outputs", "export_pairs"]
     default=1000,
     show_default=True,
     type=Number(int, 10, MAX_N_BOOT),
-    help="--metrics: bootstrap replicates of the rank-correlation intervals (resampling samples); --community: "
-    "of the AUC and pair-agreement intervals (resampling liked and disliked outputs).",
+    help="--human: bootstrap replicates of the pair-agreement and tau-b intervals (resampling prompts); --metrics: "
+    "of the rank-correlation intervals (resampling samples); --community: of the AUC and pair-agreement intervals "
+    "(resampling liked and disliked outputs).",
 )
 @click.option(
     "--seed",
     default=0,
     show_default=True,
     type=Number(int, 0, MAX_SEED),
-    help="--metrics, --community: bootstrap seed.",
+    help="Bootstrap seed (--human, --metrics, --community); equal seeds give equal intervals.",
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def agreement(
@@ -108,10 +109,11 @@ def agreement(
         raise click.UsageError("give RUN --human FILE (judge vs humans) or --metrics DIR --between A B")
     from echo_builder.judge.agreement import judge_human_agreement
 
-    report = judge_human_agreement(run, human)
+    report = judge_human_agreement(run, human, n_boot=n_boot, seed=seed)
     if fmt == "json":
         click.echo(_strict_json(report))
         return
+    click.echo(f"95% bootstrap intervals over prompts ({report['n_boot']} replicates, seed {report['seed']})")
     click.echo(
         f"{'judge':<40} {'pairs':>6} {'agree (ties)':>12} {'95% CI':<16} {'agree (no ties)':>15} {'tau-b':>7} "
         f"{'p':>7}"
@@ -181,7 +183,7 @@ def _community_agreement(
             click.echo(f"  undefined: {row['reason']}")
 
 
-@click.command("community-outputs")
+@click.command("community-outputs", cls=EchoCommand)
 @click.option("--benchmark", required=True, help="Benchmark folder (or Hub dataset id).")
 @click.option("--config", "config_name", required=True, help="Config whose rows' output images to write.")
 @click.option(
@@ -257,7 +259,7 @@ def _metric_agreement(
         )
 
 
-@click.command("export-pairs")
+@click.command("export-pairs", cls=EchoCommand)
 @click.argument("run", type=click.Path(exists=True, file_okay=False))
 @click.option(
     "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Export folder to write."
@@ -273,7 +275,8 @@ def _metric_agreement(
     "--human",
     "human_votes",
     type=click.Path(exists=True, dir_okay=False),
-    help="Human pairwise votes with sample_id, model_a, model_b, winner: exported as source 'human'.",
+    help=f"Human pairwise votes with sample_id, model_a, model_b, winner ({VOTES_FILE_HELP}): exported as source "
+    "'human'.",
 )
 @click.option("--link", is_flag=True, help="Hard-link output images instead of copying them.")
 def export_pairs(

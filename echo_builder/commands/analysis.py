@@ -12,6 +12,7 @@ from echo_builder.commands.options import (
     MAX_CONCURRENCY,
     MAX_N_BOOT,
     MAX_SEED,
+    EchoCommand,
     Number,
     batch_options,
     call_limit_options,
@@ -30,7 +31,7 @@ def _launch_date(ctx: click.Context, param: click.Parameter, value: str | None) 
         raise click.ClickException(f"--launch-date: {value!r} is not a date; use YYYY-MM-DD") from None
 
 
-@click.command()
+@click.command(cls=EchoCommand)
 @click.argument("source", metavar="BUILD_OR_BENCHMARK")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder to write.")
 @click.option(
@@ -42,7 +43,7 @@ def _launch_date(ctx: click.Context, param: click.Parameter, value: str | None) 
 )
 @click.option(
     "--base-url",
-    help="Server URL for an openai: labeller (one; given twice, the last wins: replicas are a judge option).",
+    help="Server URL for an openai: labeller; give it once (replicas, several --base-url, are a judge option).",
 )
 @click.option(
     "-o",
@@ -71,7 +72,7 @@ def _launch_date(ctx: click.Context, param: click.Parameter, value: str | None) 
     "lm_options",
     multiple=True,
     metavar="KEY=VALUE",
-    help="LM option: batch_size, max_length, dtype, revision.",
+    help="LM option: batch_size, max_length, dtype, revision; repeatable.",
 )
 @click.option(
     "--compare",

@@ -8,13 +8,13 @@ import time
 
 import click
 
-from echo_builder.commands.options import MAX_TIMEOUT_S, Number, parse_options
+from echo_builder.commands.options import MAX_TIMEOUT_S, EchoGroup, Number, parse_options
 from echo_builder.errors import EchoError
 
 __all__ = ["backends", "cache"]
 
 
-@click.group()
+@click.group(cls=EchoGroup)
 def backends() -> None:
     """List and check LLM/VLM backends."""
 
@@ -97,7 +97,7 @@ def backends_ping(spec: str, base_url: str | None, options: tuple[str, ...], tim
     click.echo(f"reply:     {result.reply.text.strip()[:80]!r}")
 
 
-@click.group()
+@click.group(cls=EchoGroup)
 def cache() -> None:
     """Inspect the model-call cache."""
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from echo_builder.commands.options import Number, run_config_option
+from echo_builder.commands.options import EchoGroup, Number, run_config_option
 
 __all__ = ["collect"]
 
@@ -22,8 +22,9 @@ def _common(func: Callable[..., Any]) -> Callable[..., Any]:
             "query_file",
             required=True,
             type=click.Path(exists=True, dir_okay=False),
-            help="Keyword list, as build's --keywords (JSON, or text: one term per line, optional TAB/| window in "
-            "days). One search per keyword, over its window around --launch-date.",
+            help="Keyword list, as build's --keywords (JSON: terms or objects with the keys term (required), "
+            "window_days, before_days; or text: one term per line, optional TAB/| window in days). One search per "
+            "keyword, over its window around --launch-date.",
         ),
         click.option(
             "--launch-date", help="The target model's launch date (YYYY-MM-DD); needed by windowed keywords."
@@ -134,7 +135,7 @@ def _run(platform: Any, kw: dict[str, Any]) -> None:
         sys.exit(1)
 
 
-@click.group()
+@click.group(cls=EchoGroup)
 def collect() -> None:
     """Search X, Bluesky or Reddit for the keywords of a query file into export files that `build` reads.
 

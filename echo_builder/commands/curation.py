@@ -11,6 +11,7 @@ import click
 from echo_builder.commands.options import (
     MAX_CONCURRENCY,
     ByteSize,
+    EchoCommand,
     Number,
     RegistryChoice,
     RegistryHelpOption,
@@ -39,7 +40,7 @@ class SourcePath(click.Path):
         return super().convert(value, param, ctx)
 
 
-@click.command()
+@click.command(cls=EchoCommand)
 @click.argument("sources", nargs=-1, required=True, type=SourcePath())
 @click.option(
     "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Build folder to write."
@@ -55,7 +56,7 @@ class SourcePath(click.Path):
 )
 @click.option(
     "--base-url",
-    help="Server URL for an openai: backend (one; given twice, the last wins: replicas are a judge option).",
+    help="Server URL for an openai: backend; give it once (replicas, several --base-url, are a judge option).",
 )
 @click.option(
     "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Backend option; repeatable."
@@ -68,7 +69,8 @@ class SourcePath(click.Path):
     "--keywords",
     "keywords_file",
     type=click.Path(exists=True, dir_okay=False),
-    help="Keyword list (JSON, or text: one term per line, optional TAB/| window in days).",
+    help="Keyword list: JSON, a list of terms or of objects with the keys term (required), window_days, "
+    'before_days (or {"keywords": [...]}), or text: one term per line, optional TAB/| window in days.',
 )
 @click.option(
     "--format",
@@ -471,7 +473,7 @@ def _record_run_config(out: Any) -> None:
     write_text(out, path, redact(text) + "\n")
 
 
-@click.command()
+@click.command(cls=EchoCommand)
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
 @click.option("--repo-id", required=True, help="Hub dataset repository, owner/name.")
 @click.option("--private", is_flag=True, help="Create the repository as private.")
@@ -546,7 +548,7 @@ def publish(
         )
 
 
-@click.command("diff")
+@click.command("diff", cls=EchoCommand)
 @click.argument("old")
 @click.argument("new")
 @click.option(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
+from echo_builder.commands.options import EchoCommand
+
 __all__ = ["demo"]
 
 
-@click.command()
+@click.command(cls=EchoCommand)
 @click.option(
     "--out",
     "out_dir",

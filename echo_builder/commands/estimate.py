@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from echo_builder.commands.options import MAX_LIMIT, Number
+from echo_builder.commands.options import MAX_LIMIT, EchoGroup, Number, RegistryChoice
 
 __all__ = ["estimate"]
 
@@ -15,7 +15,7 @@ _CACHE_HELP = (
 )
 
 
-@click.group()
+@click.group(cls=EchoGroup)
 def estimate() -> None:
     """Price a planned judge run or build: calls x typical tokens per call x list prices, per stage.
 
@@ -88,9 +88,15 @@ def estimate_judge_command(
     "--keywords",
     "keywords_file",
     type=click.Path(exists=True, dir_okay=False),
-    help="Keyword list, as build.",
+    help="Keyword list, as build's --keywords (JSON: terms or objects with the keys term (required), window_days, "
+    "before_days; or text: one term per line, optional TAB/| window in days).",
 )
-@click.option("--format", "source_format", help="Force a source format, as build.")
+@click.option(
+    "--format",
+    "source_format",
+    type=RegistryChoice("source"),
+    help="Force a source format instead of auto-detection, as build (plugin formats included).",
+)
 @click.option("--cache", "cache_dir", type=click.Path(file_okay=False), help=_CACHE_HELP)
 @click.option("--prices", "prices_file", type=click.Path(exists=True, dir_okay=False), help=_PRICES_HELP)
 def estimate_build_command(

@@ -16,6 +16,8 @@ from echo_builder.commands.options import (
     MAX_LIMIT,
     MAX_N_BOOT,
     MAX_SEED,
+    VOTES_FILE_HELP,
+    EchoCommand,
     Number,
     backend_options,
     batch_options,
@@ -37,7 +39,7 @@ __all__ = [
 ]
 
 
-@click.command()
+@click.command(cls=EchoCommand)
 @click.option("--benchmark", required=True, help="Hub-shaped benchmark folder (or Hub dataset id).")
 @click.option(
     "--config", "config_name", required=True, help="Config to judge: image_to_image, text_to_image, ..."
@@ -228,7 +230,7 @@ def judge(
         sys.exit(1)
 
 
-class _MetricsCommand(click.Command):
+class _MetricsCommand(EchoCommand):
     """``echo-bench metrics``, whose ``--metric`` choices, per-metric options and help come from the metric
     registry (built-ins and plugins), read when the command is first parsed or its help shown."""
 
@@ -351,7 +353,7 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
 )
 @click.option(
     "--base-url",
-    help="Server URL for openai: judges (one; given twice, the last wins: replicas are a judge option).",
+    help="Server URL for openai: judges; give it once (replicas, several --base-url, are a judge option).",
 )
 @click.option(
     "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="Judge backend option; repeatable."
@@ -597,12 +599,12 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
         )
 
 
-@click.command()
+@click.command(cls=EchoCommand)
 @click.argument("runs", nargs=-1, type=click.Path(exists=True), metavar="[RUN]...")
 @click.option(
     "--votes",
     type=click.Path(exists=True, dir_okay=False),
-    help="Pairwise votes with model_a, model_b, winner (JSON list, JSON Lines or CSV).",
+    help=f"Pairwise votes with model_a, model_b, winner ({VOTES_FILE_HELP}).",
 )
 @click.option(
     "--ratings",
@@ -687,8 +689,8 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     "--human",
     "human_votes",
     type=click.Path(exists=True, dir_okay=False),
-    help="Human pairwise votes (sample_id, model_a, model_b, winner) for the validity card's agreement section; "
-    "RUN only.",
+    help=f"Human pairwise votes with sample_id, model_a, model_b, winner ({VOTES_FILE_HELP}) for the validity "
+    "card's agreement section; RUN only.",
 )
 @click.option(
     "--drift-threshold",
@@ -968,7 +970,7 @@ def _push_results(
     )
 
 
-@click.command("publish-metrics")
+@click.command("publish-metrics", cls=EchoCommand)
 @click.option("--org", required=True, help="Hub user or organisation: the Spaces are ORG/<name>.")
 @click.option(
     "--metric",

@@ -10,6 +10,7 @@ import click
 from echo_builder.commands.options import (
     MAX_LIMIT,
     MAX_SEED,
+    EchoCommand,
     Number,
     RegistryHelpOption,
     nsfw_options,
@@ -22,7 +23,7 @@ __all__ = ["generate"]
 _SHOWN_FAILURES = 5
 
 
-@click.command()
+@click.command(cls=EchoCommand)
 @click.option("--benchmark", required=True, help="Hub-shaped benchmark folder (or Hub dataset id).")
 @click.option("--config", "config_name", required=True, help="Config: text_to_image, image_to_image, ...")
 @click.option(
@@ -58,8 +59,9 @@ _SHOWN_FAILURES = 5
     "options",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Generator option; repeatable. diffusers: steps, dtype, batch_size, guidance_scale, height, width, "
-    "strength; openai-images: size, quality, concurrency, max_attempts; command: timeout_s, concurrency.",
+    help="Generator option; repeatable. For example diffusers: steps, dtype, batch_size, guidance_scale, height, "
+    "width, strength; openai-images: size, quality, concurrency, max_attempts; command: timeout_s, concurrency, env. "
+    "An unknown option is refused with the list of the generator's options (docs/generate.md).",
 )
 @click.option(
     "--base-url", help="Server URL for openai-images: (default: $ECHO_OPENAI_BASE_URL or $OPENAI_BASE_URL)."

@@ -3,12 +3,17 @@
 Numeric options use :class:`Number` (click's ``FloatRange`` / ``IntRange`` semantics): nan, inf and values out of
 the accepted range are refused while the command line is parsed, as one ``error: --OPTION: ...`` line naming the
 option and the accepted range (exit 1), before anything is read or written.
+
+Every command is declared with ``cls=EchoCommand`` (a group with ``cls=EchoGroup``, whose subcommands then are
+``EchoCommand``): an option that takes one value, given twice, is a usage error naming it
+(:func:`refuse_repeated_options`); tests/test_cli_checks.py checks every command of the tree.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -23,7 +28,10 @@ __all__ = [
     "MAX_RUN_CONFIG_BYTES",
     "MAX_SEED",
     "MAX_TIMEOUT_S",
+    "VOTES_FILE_HELP",
     "ByteSize",
+    "EchoCommand",
+    "EchoGroup",
     "Number",
     "RegistryChoice",
     "RegistryHelpOption",
@@ -32,6 +40,7 @@ __all__ = [
     "call_limit_options",
     "parse_options",
     "read_run_config",
+    "refuse_repeated_options",
     "registry_names",
     "run_config_option",
     "run_config_record",
@@ -48,6 +57,64 @@ MAX_LIMIT = 10**9
 MAX_N_BOOT = 1_000_000
 #: Largest seed accepted (numpy's and torch's generators take any value in ``[0, 2**32)``).
 MAX_SEED = 2**32 - 1
+
+
+def refuse_repeated_options(command: click.Command, ctx: click.Context, args: Sequence[str]) -> None:
+    """Refuse a single-value option (or flag) given more than once in ``args``: click keeps the last silently.
+
+    Options declared ``multiple=True`` (``--judge``, ``-o KEY=VALUE``, judge's replica ``--base-url``) and counters
+    (``-v``) may repeat; every other option may appear once. Values from ``--run-config`` are defaults, not
+    arguments, so a key of the file and the same option on the command line is no repeat (the command line wins).
+    With ``--help`` among the arguments nothing is refused (the help is shown), and shell completion
+    (``ctx.resilient_parsing``) is never interrupted.
+
+    Raises:
+        click.UsageError: ``option --out is given 2 times, but takes one value; give it once`` (shown by the CLI as
+            one ``error:`` line, exit 2).
+    """
+    if ctx.resilient_parsing:
+        return
+    try:
+        # a dry run of click's own parser (which consumes its list: a copy), so that spellings, ``--opt=value``,
+        # short-option clusters and ``--`` are read exactly as the real parse reads them
+        _, _, order = command.make_parser(ctx).parse_args(args=list(args))
+    except click.UsageError:
+        return  # an unknown option, a missing value...: the real parse reports it
+    help_option = command.get_help_option(ctx)
+    if help_option is not None and help_option in order:
+        return
+    for param, times in Counter(order).items():
+        if not isinstance(param, click.Option) or param.multiple or param.count or times < 2:
+            continue
+        spelling = "/".join([*param.opts, *param.secondary_opts])
+        what = "is a flag" if param.is_flag else "takes one value"
+        raise click.UsageError(f"option {spelling} is given {times} times, but {what}; give it once", ctx=ctx)
+
+
+class EchoCommand(click.Command):
+    """Every ``echo-bench`` command: a repeated single-value option is a usage error
+    (:func:`refuse_repeated_options`) instead of click's silent "the last one wins"."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        refuse_repeated_options(self, ctx, args)
+        return super().parse_args(ctx, args)
+
+
+class EchoGroup(click.Group):
+    """Every ``echo-bench`` command group: its own options are checked like :class:`EchoCommand`'s, and the
+    commands and groups declared under it are :class:`EchoCommand` and :class:`EchoGroup`."""
+
+    command_class = EchoCommand
+    group_class = type  # subgroups are of this group's class
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        refuse_repeated_options(self, ctx, args)
+        return super().parse_args(ctx, args)
+
+
+#: How a pairwise votes file is written (read by :func:`echo_builder.stats.load_votes`), for the help of every option
+#: that reads one (``leaderboard --votes``, ``--human``).
+VOTES_FILE_HELP = "a JSON list, JSON Lines or CSV; winner: model_a, model_b, tie or 'tie (bothbad)'"
 
 
 class Number(click.ParamType):

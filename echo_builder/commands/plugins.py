@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from echo_builder.commands.options import EchoCommand
+
 __all__ = ["plugins"]
 
 
@@ -76,7 +78,7 @@ def _rows(kinds: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, 
     return entries, problems
 
 
-@click.command()
+@click.command(cls=EchoCommand)
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option(
     "--kind",

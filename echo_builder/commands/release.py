@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
+from echo_builder.commands.options import EchoGroup
+
 __all__ = ["import_group"]
 
 
-@click.group("import")
+@click.group("import", cls=EchoGroup)
 def import_group() -> None:
     """Import a published benchmark into an echo-bench benchmark folder."""
 

@@ -82,7 +82,7 @@ class CommandGenerator(Generator):
         try:
             self.config = CommandConfig(**options)
         except ValidationError as exc:
-            raise invalid_options(self.spec, exc) from None
+            raise invalid_options(self.spec, exc, list(CommandConfig.model_fields)) from None
         try:
             self.argv = shlex.split(target)
         except ValueError as exc:

@@ -112,7 +112,7 @@ class DiffusersGenerator(Generator):
         try:
             self.config = DiffusersConfig(**options)
         except ValidationError as exc:
-            raise invalid_options(self.spec, exc) from None
+            raise invalid_options(self.spec, exc, list(DiffusersConfig.model_fields)) from None
         self._pipe: Any = None
         self._variants: dict[str, Any] = {}  # "text" / "image" -> pipeline, or the reason there is none
         self._device: Any = None

@@ -125,7 +125,7 @@ class OpenAIImagesGenerator(Generator):
         try:
             self.config = OpenAIImagesConfig(**options)
         except ValidationError as exc:
-            raise invalid_options(self.spec, exc) from None
+            raise invalid_options(self.spec, exc, list(OpenAIImagesConfig.model_fields)) from None
         self.connection = OpenAIConnection(
             self.spec,
             base_url=self.config.base_url,

@@ -49,7 +49,8 @@ def judge_human_agreement(
     ``pair_agreement_no_ties_ci_low``/``_ci_high``; ``n_boot`` replicates, seeded with ``seed``; NaN when no
     comparison is shared), ``tau_b`` in [-1, 1] with ``tau_p``, ``tau_reason`` and a 95% bootstrap interval over
     prompts (``tau_ci_low``/``tau_ci_high``, :func:`echo_builder.stats.bootstrap_rank_agreement`; NaN when no
-    replicate defines tau-b)) and ``kendalls_w`` among the judges.
+    replicate defines tau-b)), ``n_boot`` and ``seed`` as given (equal seeds give equal intervals) and
+    ``kendalls_w`` among the judges.
     Raises :class:`ConfigError` when the votes have no ``sample_id`` column or share no comparison with the run.
     """
     from echo_builder.stats import (
@@ -112,6 +113,8 @@ def judge_human_agreement(
     w = kendalls_w(rates.to_numpy()) if len(judges) > 1 and rates.shape[1] > 1 else None
     return {
         "judges": rows,
+        "n_boot": n_boot,
+        "seed": seed,
         "kendalls_w": (
             w._asdict()
             if w is not None

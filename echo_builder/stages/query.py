@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,15 @@ from echo_builder.errors import ConfigError
 from echo_builder.records import Post
 from echo_builder.stages.registry import StageContext, StageDefinition, StageOutput, declare_stage
 
-__all__ = ["Keyword", "QueryResult", "default_keywords", "load_keywords", "parse_launch_date", "run_query"]
+__all__ = [
+    "KEYWORD_KEYS",
+    "Keyword",
+    "QueryResult",
+    "default_keywords",
+    "load_keywords",
+    "parse_launch_date",
+    "run_query",
+]
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,15 @@ class Keyword:
         return re.compile(rf"(?<![^\W_]){body}(?![^\W_])", re.IGNORECASE)
 
 
+#: The keys of a keyword object in a JSON keywords file: the fields of :class:`Keyword`, ``term`` required.
+KEYWORD_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Keyword))
+
+
+def _keyword_keys() -> str:
+    """The accepted keys in words, for error messages: ``'term' (required), 'window_days', 'before_days'``."""
+    return ", ".join(f"{key!r}" + (" (required)" if key == "term" else "") for key in KEYWORD_KEYS)
+
+
 def default_keywords(target_model: str | None) -> list[Keyword]:
     """The target model's name (and its spelling without spaces or hyphens), any time."""
     if not target_model:
@@ -62,11 +79,13 @@ def default_keywords(target_model: str | None) -> list[Keyword]:
 
 
 def load_keywords(path: str | Path) -> list[Keyword]:
-    """Keywords from a file: JSON (``[{"term", "window_days", "before_days"}]`` or ``{"keywords": [...]}``) or
-    text, one term per line with an optional tab- or ``|``-separated window in days; ``#`` starts a comment.
+    """Keywords from a file: JSON (a list of terms or of objects with the keys :data:`KEYWORD_KEYS`, ``[{"term",
+    "window_days", "before_days"}]``, or ``{"keywords": [...]}``) or text, one term per line with an optional tab- or
+    ``|``-separated window in days; ``#`` starts a comment.
 
-    Raises :class:`ConfigError` naming the file and line (or entry) of a malformed keyword, and for a file that
-    holds none.
+    Raises :class:`ConfigError` naming the file and line (or entry) of a malformed keyword (an object without
+    ``term`` or with a key that is not a :class:`Keyword` field, which would otherwise be ignored silently; the
+    message lists the accepted keys), and for a file that holds none.
     """
     from echo_builder.input_files import parse_json, read_text
 
@@ -86,11 +105,18 @@ def load_keywords(path: str | Path) -> list[Keyword]:
         for i, entry in enumerate(data):
             entry = {"term": entry} if isinstance(entry, str) else entry
             if not isinstance(entry, dict) or "term" not in entry:
+                shown = repr(entry) if len(repr(entry)) <= 80 else repr(entry)[:77] + "..."
                 raise ConfigError(
-                    f"{path}: keyword {i} must be a term or {{'term', 'window_days'}}, got {entry!r}"
+                    f"{path}: keyword {i} must be a term or an object with the keys {_keyword_keys()}; got {shown}"
+                )
+            unknown = sorted(str(key) for key in entry if key not in KEYWORD_KEYS)
+            if unknown:
+                raise ConfigError(
+                    f"{path}: keyword {i}: unknown key {', '.join(map(repr, unknown))}; the keys are "
+                    f"{_keyword_keys()}"
                 )
             try:
-                out.append(Keyword(entry["term"], entry.get("window_days"), entry.get("before_days", 0)))
+                out.append(Keyword(**entry))
             except ConfigError as exc:
                 raise ConfigError(f"{path}: keyword {i}: {exc}") from None
     else:
