@@ -46,15 +46,23 @@ def rec(shared_data: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _no_prawcore_sleep(monkeypatch):
-    """prawcore's own retry and pacing sleeps (time.sleep in its modules) are recorded, not slept."""
+    """prawcore's own retry and pacing sleeps (time.sleep in its modules) are recorded, not slept.
+
+    prawcore sees a virtual clock that moves only when it sleeps, so its pacing (``x-ratelimit-*`` headers ->
+    a delay before the next request) does not depend on how fast this machine happens to run the test.
+    """
     import prawcore.rate_limit
     import prawcore.sessions
 
     slept: list[float] = []
+    start_ns = time.monotonic_ns()
 
-    class _Time:  # prawcore's view of the time module only: other threads keep the real time.sleep
-        monotonic = staticmethod(time.monotonic)
-        monotonic_ns = staticmethod(time.monotonic_ns)
+    def now_ns() -> int:
+        return start_ns + int(sum(slept) * 1e9)
+
+    class _Time:  # prawcore's view of the time module only: other threads keep the real clock and sleep
+        monotonic = staticmethod(lambda: now_ns() / 1e9)
+        monotonic_ns = staticmethod(now_ns)
         sleep = staticmethod(slept.append)
 
     monkeypatch.setattr(prawcore.sessions, "time", _Time)
