@@ -276,8 +276,9 @@ def declare_stage(definition: StageDefinition) -> StageDefinition:
 
 def _reject(entry: Entry[StageDefinition], reason: str) -> None:
     """Leave a plugin stage out of the build and report why (as the registry reports a broken plugin)."""
+    value = STAGES.entry_point_value(entry.name) or entry.target
     STAGES.remove(entry.name)
-    STAGES._problem(STAGES.group, entry.name, entry.target, entry.origin, reason)
+    STAGES._problem(STAGES.group, entry.name, value, entry.origin, reason)
 
 
 def _ordered(definitions: list[StageDefinition], builtin: set[str]) -> tuple[list[StageDefinition], set[str]]:

@@ -1,0 +1,94 @@
+"""Plugins that fail in ways the main plugin tests do not cover are reported, never fatal (issue 15).
+
+A fake installed distribution (``badplugin-0.3.dist-info`` + its package, as ``pip install`` leaves them) declares:
+a metric whose module calls ``sys.exit()`` while being imported, and a stage that runs ``after`` a stage that
+does not exist. ``echo-bench plugins`` must still list everything else and exit 0, and report each broken plugin
+once, under its entry point's own ``module:attribute``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from echo_builder import registry
+from echo_builder.cli import cli
+
+EXITS = "import sys\nsys.exit(3)\n"
+
+STAGES = """
+from echo_builder.stages.registry import StageDefinition, StageOutput
+
+
+def run(context):
+    return StageOutput({"in": 0, "out": 0, "failures": 0})
+
+
+ORPHAN = StageDefinition(
+    name="orphan", version="orphan-1", run=run, after="no_such_stage", reads=(), writes=(), files=(),
+    report_fields=(), skippable=True, description="runs after nothing",
+)
+"""
+
+ENTRY_POINTS = """
+[echo_bench.metrics]
+exits_on_import = badplugin.exits:METRIC
+
+[echo_bench.stages]
+orphan = badplugin.stages:ORPHAN
+"""
+
+
+@pytest.fixture
+def bad_site(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    dist = site / "badplugin-0.3.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: badplugin\nVersion: 0.3\n", encoding="utf-8")
+    (dist / "entry_points.txt").write_text(ENTRY_POINTS, encoding="utf-8")
+    package = site / "badplugin"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "exits.py").write_text(EXITS, encoding="utf-8")
+    (package / "stages.py").write_text(textwrap.dedent(STAGES), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(site))
+    registry.reload_plugins()
+    yield site
+    monkeypatch.undo()
+    for name in [m for m in sys.modules if m == "badplugin" or m.startswith("badplugin.")]:
+        del sys.modules[name]
+    registry.reload_plugins()
+
+
+def _problems() -> dict[str, registry.PluginProblem]:
+    from echo_builder.stages.registry import stage_order
+
+    stage_order()  # the stage checks that need every stage (``after``) run when the order is first computed
+    return {p.name: p for p in registry.plugin_problems()}
+
+
+def test_a_plugin_that_exits_while_imported_is_a_problem_not_an_exit(bad_site):
+    from echo_builder.scoring.registry import metric_definitions
+
+    problems = _problems()
+    assert problems["exits_on_import"].reason == "SystemExit: 3"
+    assert problems["exits_on_import"].distribution == "badplugin 0.3"
+    assert "exits_on_import" not in [d.name for d in metric_definitions()]
+    assert "color_shift" in [d.name for d in metric_definitions()]  # the rest keeps working
+
+
+def test_a_stage_rejected_for_its_after_is_listed_only_as_a_problem_under_its_entry_point(bad_site):
+    result = CliRunner().invoke(cli, ["plugins", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output[result.output.index("{") :])
+    assert "orphan" not in [e["name"] for e in data["entries"] if e["kind"] == "stage"]
+    (orphan,) = [p for p in data["problems"] if p["name"] == "orphan"]
+    assert orphan["value"] == "badplugin.stages:ORPHAN"  # the entry point, not the stage's run function
+    assert orphan["reason"].startswith("after='no_such_stage' is not a registered stage")
+    (exits,) = [p for p in data["problems"] if p["name"] == "exits_on_import"]
+    assert exits["value"] == "badplugin.exits:METRIC" and exits["reason"] == "SystemExit: 3"
+    assert len(data["problems"]) == 2
