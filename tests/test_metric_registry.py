@@ -489,11 +489,15 @@ class FakeApi:
         self.uploads[repo_id] = {p.name: p.read_bytes() for p in Path(folder_path).iterdir()}
 
 
+#: A requirement line a Space can install (echo-bench is not on PyPI): a direct reference at a release tag.
+PINNED = "echo-bench @ git+https://github.com/OWNER/echo-bench@v0.1.0"
+
+
 def test_publish_metrics_pushes_each_module_as_a_space_in_evaluates_layout():
     from echo_builder.metrics.publish import publish_metrics
 
     api = FakeApi()
-    results = publish_metrics("my-org", ["color_shift", "win_rate"], api=api, private=True)
+    results = publish_metrics("my-org", ["color_shift", "win_rate"], api=api, private=True, package=PINNED)
     assert [(r.repo_id, r.error) for r in results] == [
         ("my-org/color_shift", None),
         ("my-org/win_rate", None),
@@ -512,6 +516,8 @@ def test_publish_metrics_pushes_each_module_as_a_space_in_evaluates_layout():
     assert set(files) == {"color_shift.py", "README.md", "app.py", "requirements.txt"}
     folder = Path(metric_modules.path("color_shift"))
     assert files["color_shift.py"] == (folder / "color_shift.py").read_bytes()
+    requirements = files["requirements.txt"].decode().splitlines()
+    assert requirements[0] == PINNED and "echo-bench" not in requirements[1:]
     card = files["README.md"].decode()
     assert (
         card.startswith("---\n")
@@ -533,7 +539,7 @@ def test_publish_metrics_package_line_dry_run_and_failures(monkeypatch):
     assert api.repos == [] and api.uploads == {}
     # one Space the Hub refuses does not stop the others
     api = FakeApi(fail={"color_shift"})
-    results = publish_metrics("org", ["color_shift", "win_rate"], api=api)
+    results = publish_metrics("org", ["color_shift", "win_rate"], api=api, package=PINNED)
     assert "connection refused" in results[0].error and results[1].error is None
     assert list(api.uploads) == ["org/win_rate"]
     # bad org, unknown module: refused before anything is created
@@ -547,6 +553,38 @@ def test_publish_metrics_package_line_dry_run_and_failures(monkeypatch):
     assert api.repos == []
 
 
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in metric_modules.MODULES_DIR.iterdir() if (p / f"{p.name}.py").is_file())
+)
+def test_publish_metrics_refuses_to_upload_a_space_that_installs_echo_bench_by_name(name):
+    from echo_builder.metrics.publish import bare_package_lines, publish_metrics, space_files
+
+    # every built-in module names echo-bench bare: a Space would look it up on PyPI, where it is not
+    assert bare_package_lines(space_files(name)["requirements.txt"])
+    assert bare_package_lines(space_files(name, package=PINNED)["requirements.txt"]) == []
+    api = FakeApi()
+    with pytest.raises(ConfigError, match=r"install echo-bench by name.*--package.*nothing was uploaded"):
+        publish_metrics("org", [name], api=api)
+    assert api.repos == [] and api.uploads == {}
+    # stating the name on purpose (a private index) is the user's call
+    publish_metrics("org", [name], api=api, package="echo-bench==0.1.0")
+    assert api.uploads[f"org/{name}"]["requirements.txt"].decode().splitlines()[0] == "echo-bench==0.1.0"
+
+
+def test_bare_package_lines_tells_a_name_from_a_direct_reference():
+    from echo_builder.metrics.publish import bare_package_lines
+
+    text = (
+        b"echo-bench\necho_bench[faces]>=0.1 ; python_version>='3.10'\nEcho.Bench==0.1  # pinned\n"
+        b"echo-bench @ git+https://example.org/e.git@v1\necho-bench-extras\nevaluate>=0.4\n"
+    )
+    assert bare_package_lines(text) == [
+        "echo-bench",
+        "echo_bench[faces]>=0.1 ; python_version>='3.10'",
+        "Echo.Bench==0.1  # pinned",
+    ]
+
+
 def test_publish_metrics_cli_without_a_token_uploads_nothing(monkeypatch, tmp_path):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
@@ -555,13 +593,14 @@ def test_publish_metrics_cli_without_a_token_uploads_nothing(monkeypatch, tmp_pa
     result = CliRunner().invoke(cli, ["publish-metrics", "--org", "org", "--dry-run"])
     assert result.exit_code == 0
     assert "would publish color_shift to https://huggingface.co/spaces/org/color_shift" in result.output
+    assert "note: an upload needs --package" in result.output
 
 
 def test_publish_metrics_publishes_a_plugin_module(installed_plugin):
     from echo_builder.metrics.publish import publish_metrics
 
     api = FakeApi()
-    publish_metrics("org", ["brightness_shift"], api=api)
+    publish_metrics("org", ["brightness_shift"], api=api, package=PINNED)
     files = api.uploads["org/brightness_shift"]
     assert set(files) == {"brightness_shift.py", "README.md", "app.py", "requirements.txt"}
 
