@@ -364,6 +364,21 @@ def test_in_memory_registration_runs_from_the_cli(fresh_registry, tmp_path):
     assert result.exit_code == 0, result.output
     assert list(pd.read_csv(tmp_path / "r" / "metrics.csv")["value"]) == [3.5, 3.5]
     assert seen[-1]["scale"] == 3.5 and "judges" in seen[-1]
+    # a registered metric's option is a --run-config key like the built-in ones; the command line wins
+    run_config = tmp_path / "run.yaml"
+    run_config.write_text(
+        f"benchmark: {bench}\nconfig: image_to_image\noutputs: {outputs}\nmetric: [probe_metric]\n"
+        f"scale: 4.25\nformat: csv\nout: {tmp_path / 'f'}\n",
+        encoding="utf-8",
+    )
+    from_file = runner.invoke(cli, ["metrics", "--run-config", str(run_config)])
+    assert from_file.exit_code == 0, from_file.output
+    assert list(pd.read_csv(tmp_path / "f" / "metrics.csv")["value"]) == [4.25, 4.25]
+    overridden = runner.invoke(
+        cli, ["metrics", "--run-config", str(run_config), "--scale", "1.5", "--out", str(tmp_path / "g")]
+    )
+    assert overridden.exit_code == 0, overridden.output
+    assert list(pd.read_csv(tmp_path / "g" / "metrics.csv")["value"]) == [1.5, 1.5]
 
 
 # ----------------------------------------------------------------------------------------- broken plugins
