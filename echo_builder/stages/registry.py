@@ -63,7 +63,15 @@ _FILE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,95}\.jsonl")
 
 
 class StageError(EchoError):
-    """A plugin stage failed while running, or returned something other than a :class:`StageOutput`."""
+    """A plugin stage failed while running, or returned something other than a :class:`StageOutput`.
+
+    Attributes:
+        stage: the name of the plugin stage at fault (what ``--skip-stage`` takes), ``None`` when unknown.
+    """
+
+    def __init__(self, message: str, stage: str | None = None) -> None:
+        super().__init__(message)
+        self.stage = stage
 
 
 class NoPostsError(ConfigError):
