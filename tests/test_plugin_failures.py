@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from types import MappingProxyType
 
 import pytest
 from click.testing import CliRunner
@@ -157,3 +158,47 @@ def test_the_demo_runs_without_a_plugin_stage_that_raises_and_says_so(raising_st
     assert "RuntimeError: stage bug" in note and note.endswith("(the demo ran without it)")
     report = json.loads((tmp_path / "demo" / "benchmark" / "report.json").read_text(encoding="utf-8"))
     assert "raiser" not in [s["name"] for s in report["stages"]]
+
+
+def test_a_generator_result_of_the_wrong_type_is_that_samples_error(tmp_path):
+    """A plugin generator returning something else than GenerationResult for one request: that sample is an
+    error in the manifest, the batch's good results are kept, and the run ends normally (no traceback)."""
+    from PIL import Image
+
+    from echo_builder.generate import GENERATORS, GenerationResult, Generator
+    from echo_builder.generate.manifest import read_records
+    from echo_builder.generate.run import run_generation
+    from echo_builder.registry import Entry
+    from tests.helpers.benchmark import make_benchmark
+
+    class HalfBroken(Generator):
+        name = "halfbroken"
+        needs_target = False
+
+        @property
+        def batch_size(self) -> int:
+            return 2
+
+        def generate_batch(self, requests):
+            return [
+                GenerationResult("ok", Image.new("RGB", (8, 8), "red"))
+                if r.prompt == "good"
+                else "not a result"
+                for r in requests
+            ]
+
+    GENERATORS.add(
+        Entry("halfbroken", "", "test", None, "in-memory test", MappingProxyType({"needs_target": False})),
+        HalfBroken,
+    )
+    try:
+        bench = make_benchmark(
+            tmp_path / "bench", "text_to_image", [{"id": "a", "prompt": "good"}, {"id": "b", "prompt": "bad"}]
+        )
+        run_generation(bench, "text_to_image", "halfbroken", "hb", tmp_path / "out", progress=False)
+    finally:
+        GENERATORS.remove("halfbroken")
+    records = read_records(tmp_path / "out" / "hb")
+    assert records["a"]["status"] == "ok" and (tmp_path / "out" / "hb" / "a.png").is_file()
+    assert records["b"]["status"] == "error"
+    assert records["b"]["message"] == "halfbroken returned str, not a GenerationResult"
