@@ -35,12 +35,48 @@ ORPHAN = StageDefinition(
 )
 """
 
+BUGGY = '''
+from echo_builder.backends import Backend
+from echo_builder.records import Post
+from echo_builder.sources import SourceAdapter
+
+
+class JunkSource(SourceAdapter):
+    """Yields a string among its posts (a bug)."""
+
+    name = "junkyield"
+
+    def sniff(self, value):
+        return isinstance(value, dict) and "junk_export" in value
+
+    def parse_document(self, document, ctx):
+        yield Post(id="web:1", platform="web", text="a fox")
+        yield "not a post"
+        yield Post(id="web:2", platform="web", text="a hare")
+
+
+class StringBackend(Backend):
+    """Answers a plain string instead of a Reply (a bug)."""
+
+    name = "stringy"
+    needs_target = True
+
+    async def agenerate(self, messages, params):
+        return "plain text"
+'''
+
 ENTRY_POINTS = """
 [echo_bench.metrics]
 exits_on_import = badplugin.exits:METRIC
 
 [echo_bench.stages]
 orphan = badplugin.stages:ORPHAN
+
+[echo_bench.sources]
+junkyield = badplugin.buggy:JunkSource
+
+[echo_bench.backends]
+stringy = badplugin.buggy:StringBackend
 """
 
 
@@ -56,6 +92,7 @@ def bad_site(tmp_path, monkeypatch):
     (package / "__init__.py").write_text("", encoding="utf-8")
     (package / "exits.py").write_text(EXITS, encoding="utf-8")
     (package / "stages.py").write_text(textwrap.dedent(STAGES), encoding="utf-8")
+    (package / "buggy.py").write_text(textwrap.dedent(BUGGY), encoding="utf-8")
     monkeypatch.syspath_prepend(str(site))
     registry.reload_plugins()
     yield site
@@ -202,3 +239,26 @@ def test_a_generator_result_of_the_wrong_type_is_that_samples_error(tmp_path):
     assert records["a"]["status"] == "ok" and (tmp_path / "out" / "hb" / "a.png").is_file()
     assert records["b"]["status"] == "error"
     assert records["b"]["message"] == "halfbroken returned str, not a GenerationResult"
+
+
+def test_a_source_format_yielding_something_else_than_posts_loses_only_that_item(bad_site, tmp_path):
+    from echo_builder.sources import read_posts
+
+    export = tmp_path / "junk.json"
+    export.write_text(json.dumps({"junk_export": True}), encoding="utf-8")
+    report = read_posts(export)
+    assert [p.id for p in report.posts] == ["web:1", "web:2"]
+    (problem,) = [p for p in report.problems if p.level == "error"]
+    assert (
+        problem.reason
+        == "the source format 'junkyield' produced str, not a Post or a RecordProblem; left out"
+    )
+
+
+def test_a_plugin_backend_answering_no_reply_is_a_failed_call(bad_site, tmp_path):
+    result = CliRunner().invoke(cli, ["backends", "ping", "stringy:x"])
+    assert result.exit_code != 0
+    assert (
+        "the plugin backend 'stringy' (badplugin 0.3) raised TypeError: agenerate returned str, not a Reply"
+        in result.output
+    )
