@@ -478,6 +478,31 @@ def test_broken_plugins_are_reported_and_the_rest_works(broken_plugins, tmp_path
         assert result.exit_code == 1
         assert result.output.startswith(f"error: metric {name!r}") and message in result.output
         assert "Traceback" not in result.output
+    # asked for beside others: the others are computed and written first, nothing of the failed one is kept
+    mixed = tmp_path / "mixed"
+    result = runner.invoke(
+        cli,
+        [
+            *args,
+            "--metric",
+            "color_shift",
+            "--metric",
+            "raises",
+            "--metric",
+            "brightness_shift",
+            "--out",
+            str(mixed),
+        ],
+    )
+    assert result.exit_code == 1
+    assert result.output.startswith("error: metric 'raises'") and "RuntimeError: plugin bug" in result.output
+    assert f"the other metrics' results are written to {mixed}" in result.output
+    written = pd.read_csv(mixed / "metrics.csv")
+    assert set(written["metric"]) == {"color_shift", "brightness_shift"} and len(written) == 6
+    assert (
+        "RuntimeError: plugin bug"
+        in json.loads((mixed / "summary.json").read_text())["unavailable"]["raises"]
+    )
     # in a default run they are "not computed" and every other metric still runs
     result = runner.invoke(cli, [*args, "--out", str(tmp_path / "all")])
     assert result.exit_code == 0, result.output
