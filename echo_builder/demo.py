@@ -253,6 +253,16 @@ def _plugin_metrics() -> list[str]:
     return [e.name for e in METRICS.entries() if not e.builtin and not e.get_field("needs_judge")]
 
 
+def _skippable_plugin_stage(name: str | None) -> bool:
+    """Whether ``name`` is a plugin stage the demo may leave out when it fails (a broken plugin is reported, the
+    demo still runs, as it does for a plugin metric that cannot run)."""
+    from echo_builder.stages.registry import STAGES
+
+    if name is None or name not in STAGES:
+        return False
+    return not STAGES.entry(name).builtin and bool(STAGES.get(name).skippable)
+
+
 def _metric_table(summary: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for row in summary:
@@ -325,6 +335,7 @@ def run_demo(
 
     from echo_builder.pipeline import BuildConfig, build
     from echo_builder.scoring.run import run_metrics
+    from echo_builder.stages.registry import StageError
     from echo_builder.stages.tier import route
 
     started = time.perf_counter()
@@ -338,22 +349,34 @@ def run_demo(
         bar.set_postfix_str("build")
         shutil.copytree(data / "exports", out / "posts")
         benchmark = out / "benchmark"
-        _seed_media_store(benchmark / "media", data / "media")
-        result = build(
-            BuildConfig(
-                sources=[out / "posts"],
-                out_dir=benchmark,
-                backend="rules",
-                target_model=DEMO_TARGET_MODEL,
-                launch_date=DEMO_LAUNCH_DATE,
-                offline=True,
-                progress=False,
-            )
-        )
+        left_out: list[str] = []  # plugin stages that failed: the demo builds again without them
+        stage_notes: list[str] = []
+        while True:
+            _seed_media_store(benchmark / "media", data / "media")
+            try:
+                result = build(
+                    BuildConfig(
+                        sources=[out / "posts"],
+                        out_dir=benchmark,
+                        backend="rules",
+                        target_model=DEMO_TARGET_MODEL,
+                        launch_date=DEMO_LAUNCH_DATE,
+                        offline=True,
+                        progress=False,
+                        skip_stages=tuple(left_out),
+                    )
+                )
+                break
+            except StageError as exc:
+                if not _skippable_plugin_stage(exc.stage) or exc.stage in left_out:
+                    raise
+                left_out.append(exc.stage)
+                stage_notes.append(f"{exc} (the demo ran without it)")
+                shutil.rmtree(benchmark)  # this run's own build folder, started over without the stage
         bar.update(1)
 
         bar.set_postfix_str("outputs")
-        notes = _copy_outputs(result.samples, data, out / "outputs")
+        notes = stage_notes + _copy_outputs(result.samples, data, out / "outputs")
         configs = {c: 0 for c in (*BENCHMARK_CONFIGS, "analysis")}
         samples = []
         for sample in result.samples:

@@ -543,10 +543,13 @@ def _run_stage(definition: Any, context: Any) -> Any:
         raise
     except Exception as exc:  # third-party code: its failure is named, with the way to build without it
         raise StageError(
-            f"{where} failed: {type(exc).__name__}: {exc}; build without it with --skip-stage {definition.name}"
+            f"{where} failed: {type(exc).__name__}: {exc}; build without it with --skip-stage {definition.name}",
+            stage=definition.name,
         ) from exc
     if not isinstance(output, StageOutput) or not isinstance(output.report, dict):
-        raise StageError(f"{where} returned {type(output).__name__}, not a StageOutput")
+        raise StageError(
+            f"{where} returned {type(output).__name__}, not a StageOutput", stage=definition.name
+        )
     missing = [k for k in ("in", "out", "failures") if type(output.report.get(k)) is not int]
     undeclared = sorted(set(output.files) - set(definition.files or ()))
     if missing or "name" in output.report or undeclared:
@@ -557,14 +560,15 @@ def _run_stage(definition: Any, context: Any) -> Any:
             if "name" in output.report
             else f"it wrote stage files it does not declare: {undeclared}"
         )
-        raise StageError(f"{where} returned an unusable StageOutput: {problem}")
+        raise StageError(f"{where} returned an unusable StageOutput: {problem}", stage=definition.name)
     for key, value in output.report.items():
         try:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError):
             shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
             raise StageError(
-                f"{where} returned a report whose field {key!r} is not JSON (no NaN, infinity or objects): {shown}"
+                f"{where} returned a report whose field {key!r} is not JSON (no NaN, infinity or objects): {shown}",
+                stage=definition.name,
             ) from None
     # what later stages read must still be what they expect (a plugin may replace any field)
     from echo_builder.records import Post, Sample, Tree
@@ -579,11 +583,17 @@ def _run_stage(definition: Any, context: Any) -> Any:
         )
         if wrong is not None:
             found = type(value).__name__ if wrong < 0 else f"a {type(value[wrong]).__name__} at index {wrong}"
-            raise StageError(f"{where} left context.{name} holding {found}, not a list of {kind.__name__}")
+            raise StageError(
+                f"{where} left context.{name} holding {found}, not a list of {kind.__name__}",
+                stage=definition.name,
+            )
     if not isinstance(context.failures, list) or not all(
         isinstance(f, StageFailure) for f in context.failures
     ):
-        raise StageError(f"{where} left context.failures holding something other than StageFailure records")
+        raise StageError(
+            f"{where} left context.failures holding something other than StageFailure records",
+            stage=definition.name,
+        )
     return output
 
 

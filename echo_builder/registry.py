@@ -135,6 +135,7 @@ class Registry(Generic[T]):
         self._entries: dict[str, Entry[T]] = {}
         self._objects: dict[str, T] = {}
         self._problems: list[PluginProblem] = []
+        self._points: dict[str, str] = {}  # plugin name -> its entry point's "module:attribute"
         self._plugins_loaded = False
         self._builtins_imported = False
         self._lock = threading.RLock()
@@ -209,6 +210,7 @@ class Registry(Generic[T]):
         with self._lock:
             self._entries.pop(name, None)
             self._objects.pop(name, None)
+            self._points.pop(name, None)
 
     # --------------------------------------------------------------------------------------------- reading
 
@@ -310,6 +312,11 @@ class Registry(Generic[T]):
                 f"the {self.kind} {name!r} from {entry.origin} failed to start: {type(exc).__name__}: {exc}"
             ) from exc
 
+    def entry_point_value(self, name: str) -> str | None:
+        """The ``"module:attribute"`` of the entry point that loaded the plugin ``name`` (``None`` for a built-in):
+        what a problem found later (a stage's ``after``) reports, as the loading problems do."""
+        return self._points.get(name)
+
     def problems(self) -> list[PluginProblem]:
         """The plugins of this kind that could not be used."""
         self._ready()
@@ -350,7 +357,10 @@ class Registry(Generic[T]):
                         f"the entry point is named {point.name!r} but declares {entry.name!r}; use one name"
                     )
                 self._add(entry, obj)
-            except Exception as exc:  # any failure of third-party code is that plugin's problem only
+                self._points[entry.name] = point.value
+            except (Exception, SystemExit) as exc:
+                # any failure of third-party code is that plugin's problem only: a module that calls sys.exit()
+                # while being imported included (KeyboardInterrupt still stops the program)
                 self._problem(
                     self.group, point.name, point.value, distribution, f"{type(exc).__name__}: {exc}"
                 )
@@ -368,7 +378,7 @@ class Registry(Generic[T]):
             return False
         try:
             loaded = point.load()
-        except Exception:
+        except (Exception, SystemExit):
             return False
         return existing.target == f"{getattr(loaded, '__module__', '')}:{getattr(loaded, '__qualname__', '')}"
 
@@ -394,6 +404,7 @@ class Registry(Generic[T]):
             for name in [n for n, e in self._entries.items() if e.origin != BUILT_IN]:
                 self.remove(name)
             self._problems.clear()
+            self._points.clear()
             self._plugins_loaded = False
 
 

@@ -108,3 +108,42 @@ def test_the_checker_finds_a_cycle_inside_functions(tmp_path: Path) -> None:
     assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.c", "pkg.a"]
     (pkg / "c.py").write_text("")
     assert find_cycle(import_graph(pkg, "pkg")) is None
+
+
+def _on_a_cycle(graph: dict[str, set[str]], start: str) -> list[str] | None:
+    """A path ``[start, ..., start]`` through ``graph``, or ``None`` when ``start`` is on no cycle."""
+    parents: dict[str, str] = {}
+    frontier = sorted(graph.get(start, ()))
+    for node in frontier:
+        parents.setdefault(node, start)
+    seen = set(frontier)
+    while frontier:
+        node = frontier.pop(0)
+        if node == start:
+            path = [start]
+            while path[-1] != start or len(path) == 1:
+                path.append(parents[path[-1]])
+            return list(reversed(path))
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in seen:
+                seen.add(nxt)
+                parents[nxt] = node
+                frontier.append(nxt)
+    return None
+
+
+def test_no_judge_module_is_on_an_import_cycle_through_other_packages() -> None:
+    """``judge/run.py`` -> ``scoring`` -> ``judge/leaderboard.py`` -> ``judge/run.py`` would be the same circle as
+    before, only longer: every module of ``echo_builder`` counts, imports inside functions too."""
+    root = JUDGE.parent
+    graph = import_graph(root, "echo_builder")
+    cycles = {m: _on_a_cycle(graph, m) for m in sorted(graph) if m.startswith("echo_builder.judge")}
+    assert {m: c for m, c in cycles.items() if c is not None} == {}
+    # the checker sees cross-package edges (scoring's run reads the judge's output discovery)
+    assert "echo_builder.judge.run" in graph["echo_builder.scoring.run"]
+
+
+def test_the_cycle_search_finds_a_long_circle() -> None:
+    graph = {"j.run": {"s.run", "x"}, "s.run": {"j.board"}, "j.board": {"j.run"}, "x": set(), "y": {"j.run"}}
+    assert _on_a_cycle(graph, "j.run") == ["j.run", "s.run", "j.board", "j.run"]
+    assert _on_a_cycle(graph, "y") is None and _on_a_cycle(graph, "x") is None

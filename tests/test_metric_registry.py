@@ -364,6 +364,21 @@ def test_in_memory_registration_runs_from_the_cli(fresh_registry, tmp_path):
     assert result.exit_code == 0, result.output
     assert list(pd.read_csv(tmp_path / "r" / "metrics.csv")["value"]) == [3.5, 3.5]
     assert seen[-1]["scale"] == 3.5 and "judges" in seen[-1]
+    # a registered metric's option is a --run-config key like the built-in ones; the command line wins
+    run_config = tmp_path / "run.yaml"
+    run_config.write_text(
+        f"benchmark: {bench}\nconfig: image_to_image\noutputs: {outputs}\nmetric: [probe_metric]\n"
+        f"scale: 4.25\nformat: csv\nout: {tmp_path / 'f'}\n",
+        encoding="utf-8",
+    )
+    from_file = runner.invoke(cli, ["metrics", "--run-config", str(run_config)])
+    assert from_file.exit_code == 0, from_file.output
+    assert list(pd.read_csv(tmp_path / "f" / "metrics.csv")["value"]) == [4.25, 4.25]
+    overridden = runner.invoke(
+        cli, ["metrics", "--run-config", str(run_config), "--scale", "1.5", "--out", str(tmp_path / "g")]
+    )
+    assert overridden.exit_code == 0, overridden.output
+    assert list(pd.read_csv(tmp_path / "g" / "metrics.csv")["value"]) == [1.5, 1.5]
 
 
 # ----------------------------------------------------------------------------------------- broken plugins
@@ -463,6 +478,31 @@ def test_broken_plugins_are_reported_and_the_rest_works(broken_plugins, tmp_path
         assert result.exit_code == 1
         assert result.output.startswith(f"error: metric {name!r}") and message in result.output
         assert "Traceback" not in result.output
+    # asked for beside others: the others are computed and written first, nothing of the failed one is kept
+    mixed = tmp_path / "mixed"
+    result = runner.invoke(
+        cli,
+        [
+            *args,
+            "--metric",
+            "color_shift",
+            "--metric",
+            "raises",
+            "--metric",
+            "brightness_shift",
+            "--out",
+            str(mixed),
+        ],
+    )
+    assert result.exit_code == 1
+    assert result.output.startswith("error: metric 'raises'") and "RuntimeError: plugin bug" in result.output
+    assert f"the other metrics' results are written to {mixed}" in result.output
+    written = pd.read_csv(mixed / "metrics.csv")
+    assert set(written["metric"]) == {"color_shift", "brightness_shift"} and len(written) == 6
+    assert (
+        "RuntimeError: plugin bug"
+        in json.loads((mixed / "summary.json").read_text())["unavailable"]["raises"]
+    )
     # in a default run they are "not computed" and every other metric still runs
     result = runner.invoke(cli, [*args, "--out", str(tmp_path / "all")])
     assert result.exit_code == 0, result.output
@@ -489,11 +529,15 @@ class FakeApi:
         self.uploads[repo_id] = {p.name: p.read_bytes() for p in Path(folder_path).iterdir()}
 
 
+#: A requirement line a Space can install (echo-bench is not on PyPI): a direct reference at a release tag.
+PINNED = "echo-bench @ git+https://github.com/OWNER/echo-bench@v0.1.0"
+
+
 def test_publish_metrics_pushes_each_module_as_a_space_in_evaluates_layout():
     from echo_builder.metrics.publish import publish_metrics
 
     api = FakeApi()
-    results = publish_metrics("my-org", ["color_shift", "win_rate"], api=api, private=True)
+    results = publish_metrics("my-org", ["color_shift", "win_rate"], api=api, private=True, package=PINNED)
     assert [(r.repo_id, r.error) for r in results] == [
         ("my-org/color_shift", None),
         ("my-org/win_rate", None),
@@ -512,6 +556,8 @@ def test_publish_metrics_pushes_each_module_as_a_space_in_evaluates_layout():
     assert set(files) == {"color_shift.py", "README.md", "app.py", "requirements.txt"}
     folder = Path(metric_modules.path("color_shift"))
     assert files["color_shift.py"] == (folder / "color_shift.py").read_bytes()
+    requirements = files["requirements.txt"].decode().splitlines()
+    assert requirements[0] == PINNED and "echo-bench" not in requirements[1:]
     card = files["README.md"].decode()
     assert (
         card.startswith("---\n")
@@ -533,7 +579,7 @@ def test_publish_metrics_package_line_dry_run_and_failures(monkeypatch):
     assert api.repos == [] and api.uploads == {}
     # one Space the Hub refuses does not stop the others
     api = FakeApi(fail={"color_shift"})
-    results = publish_metrics("org", ["color_shift", "win_rate"], api=api)
+    results = publish_metrics("org", ["color_shift", "win_rate"], api=api, package=PINNED)
     assert "connection refused" in results[0].error and results[1].error is None
     assert list(api.uploads) == ["org/win_rate"]
     # bad org, unknown module: refused before anything is created
@@ -547,6 +593,38 @@ def test_publish_metrics_package_line_dry_run_and_failures(monkeypatch):
     assert api.repos == []
 
 
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in metric_modules.MODULES_DIR.iterdir() if (p / f"{p.name}.py").is_file())
+)
+def test_publish_metrics_refuses_to_upload_a_space_that_installs_echo_bench_by_name(name):
+    from echo_builder.metrics.publish import bare_package_lines, publish_metrics, space_files
+
+    # every built-in module names echo-bench bare: a Space would look it up on PyPI, where it is not
+    assert bare_package_lines(space_files(name)["requirements.txt"])
+    assert bare_package_lines(space_files(name, package=PINNED)["requirements.txt"]) == []
+    api = FakeApi()
+    with pytest.raises(ConfigError, match=r"install echo-bench by name.*--package.*nothing was uploaded"):
+        publish_metrics("org", [name], api=api)
+    assert api.repos == [] and api.uploads == {}
+    # stating the name on purpose (a private index) is the user's call
+    publish_metrics("org", [name], api=api, package="echo-bench==0.1.0")
+    assert api.uploads[f"org/{name}"]["requirements.txt"].decode().splitlines()[0] == "echo-bench==0.1.0"
+
+
+def test_bare_package_lines_tells_a_name_from_a_direct_reference():
+    from echo_builder.metrics.publish import bare_package_lines
+
+    text = (
+        b"echo-bench\necho_bench[faces]>=0.1 ; python_version>='3.10'\nEcho.Bench==0.1  # pinned\n"
+        b"echo-bench @ git+https://example.org/e.git@v1\necho-bench-extras\nevaluate>=0.4\n"
+    )
+    assert bare_package_lines(text) == [
+        "echo-bench",
+        "echo_bench[faces]>=0.1 ; python_version>='3.10'",
+        "Echo.Bench==0.1  # pinned",
+    ]
+
+
 def test_publish_metrics_cli_without_a_token_uploads_nothing(monkeypatch, tmp_path):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
@@ -555,13 +633,14 @@ def test_publish_metrics_cli_without_a_token_uploads_nothing(monkeypatch, tmp_pa
     result = CliRunner().invoke(cli, ["publish-metrics", "--org", "org", "--dry-run"])
     assert result.exit_code == 0
     assert "would publish color_shift to https://huggingface.co/spaces/org/color_shift" in result.output
+    assert "note: an upload needs --package" in result.output
 
 
 def test_publish_metrics_publishes_a_plugin_module(installed_plugin):
     from echo_builder.metrics.publish import publish_metrics
 
     api = FakeApi()
-    publish_metrics("org", ["brightness_shift"], api=api)
+    publish_metrics("org", ["brightness_shift"], api=api, package=PINNED)
     files = api.uploads["org/brightness_shift"]
     assert set(files) == {"brightness_shift.py", "README.md", "app.py", "requirements.txt"}
 

@@ -385,6 +385,8 @@ class ModelCaller:
             reply = await asyncio.wait_for(
                 self.backend.agenerate(request.messages, request.params), timeout=self.timeout_s
             )
+            if not isinstance(reply, Reply):
+                raise TypeError(f"agenerate returned {type(reply).__name__}, not a Reply")
             charge(reply.usage)
             return reply
         except asyncio.TimeoutError:

@@ -986,7 +986,9 @@ def _push_results(
 @click.option(
     "--package",
     metavar="REQUIREMENT",
-    help="Replace the echo-bench line of each requirements.txt (e.g. git+https://... or a wheel URL).",
+    help="Replace the echo-bench line of each requirements.txt with REQUIREMENT, e.g. 'echo-bench @ "
+    "git+https://github.com/OWNER/echo-bench@v0.1.0' or a wheel URL. Required to upload: echo-bench is not on "
+    "PyPI, so the modules' own 'echo-bench' line would not install on a Space.",
 )
 @click.option("--token", envvar="HF_TOKEN", help="Hub token (default: $HF_TOKEN or the saved login).")
 def publish_metrics(
@@ -994,6 +996,7 @@ def publish_metrics(
 ) -> None:
     """Push each evaluate module as a Hub Space in evaluate's layout (<name>.py, card README.md, app.py,
     requirements.txt), so that evaluate.load("ORG/<name>") works online."""
+    from echo_builder.metrics.publish import bare_package_lines, space_files
     from echo_builder.metrics.publish import publish_metrics as run_publish
     from echo_builder.secrets import protect_logging, redact, register_secret
 
@@ -1009,6 +1012,15 @@ def publish_metrics(
             click.echo(f"failed: {result.name}: {redact(result.error)}", err=True)
         else:
             click.echo(f"published {result.name} to {result.url} (evaluate.load({result.repo_id!r}))")
+    if (
+        dry_run
+        and package is None
+        and any(bare_package_lines(space_files(r.name)["requirements.txt"]) for r in results)
+    ):
+        click.echo(
+            "note: an upload needs --package (the modules' requirements.txt install echo-bench by name, and it "
+            "is not on PyPI), e.g. --package 'echo-bench @ git+https://github.com/OWNER/echo-bench@v0.1.0'"
+        )
     if failed:
         names_text = ", ".join(r.name for r in failed)
         raise click.ClickException(f"{len(failed)} of {len(results)} Spaces failed ({names_text}); see above")

@@ -46,11 +46,15 @@ def _rows(kinds: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, 
     for kind, registry in all_registries().items():
         if kinds and kind not in kinds:
             continue
-        listed = registry.entries()
-        if kind == "stage":  # in the order build runs them, not the order their modules were found
+        position: dict[str, int] = {}
+        if kind == "stage":
             from echo_builder.stages.registry import stage_order
 
+            # ordering first: it rejects the plugin stages that cannot run (an unknown ``after``, ...), which
+            # are then listed only under problems, not as entries too
             position = {definition.name: i for i, definition in enumerate(stage_order(optional=True))}
+        listed = registry.entries()
+        if kind == "stage":  # in the order build runs them, not the order their modules were found
             listed = sorted(listed, key=lambda e: position.get(e.name, len(position)))
         for entry in listed:
             entries.append(

@@ -255,16 +255,28 @@ def _safe_generate(generator: Generator, requests: Sequence[GenerationRequest]) 
     start = time.perf_counter()
     try:
         results = generator.generate_batch(requests)
+        results = list(results)
         if len(results) != len(requests):
             raise RuntimeError(
                 f"{generator.spec} returned {len(results)} results for {len(requests)} requests"
             )
-        return results
     except Exception as exc:  # one broken batch must not end the run: every sample gets a recorded error
         log.warning("%s failed on a batch of %d: %s", generator.spec, len(requests), exc)
         seconds = (time.perf_counter() - start) / len(requests)
         message = redact(f"{type(exc).__name__}: {exc}")
         return [GenerationResult("error", message=message, seconds=seconds) for _ in requests]
+    # a result of the wrong type is that sample's error (a plugin's bug), the batch's other results are kept
+    seconds = (time.perf_counter() - start) / len(requests)
+    return [
+        result
+        if isinstance(result, GenerationResult)
+        else GenerationResult(
+            "error",
+            message=f"{generator.spec} returned {type(result).__name__}, not a GenerationResult",
+            seconds=seconds,
+        )
+        for result in results
+    ]
 
 
 def _screen(checker: Any, data: bytes, sample_id: str) -> tuple[dict[str, Any], str | None]:

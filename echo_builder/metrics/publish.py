@@ -19,7 +19,7 @@ import yaml
 
 from echo_builder.errors import ConfigError
 
-__all__ = ["SPACE_FILES", "PublishedSpace", "publish_metrics", "space_files"]
+__all__ = ["SPACE_FILES", "PublishedSpace", "bare_package_lines", "publish_metrics", "space_files"]
 
 #: The files of each Space, in upload order (``{name}`` is the module's name).
 SPACE_FILES = ("{name}.py", "README.md", "app.py", "requirements.txt")
@@ -98,6 +98,16 @@ def space_files(name: str, *, package: str | None = None) -> dict[str, bytes]:
     return files
 
 
+def bare_package_lines(requirements: bytes) -> list[str]:
+    """The lines of a ``requirements.txt`` that install echo-bench by name from the package index (``echo-bench``,
+    ``echo-bench>=0.1``, ``echo-bench[faces]``): not a direct reference (``echo-bench @ git+https://...`` or a
+    wheel URL). echo-bench is not on PyPI, so a Space built from such a line fails to install it, or installs
+    whatever another party publishes under that name.
+    """
+    lines = requirements.decode("utf-8", errors="replace").splitlines()
+    return [line.strip() for line in lines if _PACKAGE_LINE.match(line) and "@" not in line.split("#")[0]]
+
+
 def publish_metrics(
     org: str,
     names: Sequence[str] = (),
@@ -117,14 +127,18 @@ def publish_metrics(
         token: Hub token; default ``$HF_TOKEN`` or the saved login. Not needed with ``api`` or ``dry_run``.
         private: create the Spaces private.
         dry_run: check every module and return the files each Space would get; contact nothing.
-        package: see :func:`space_files`.
+        package: see :func:`space_files`. Required for an upload while a module's ``requirements.txt`` installs
+            echo-bench by name (:func:`bare_package_lines`; the built-in modules' do): a PEP 508 direct reference
+            such as ``"echo-bench @ git+https://github.com/OWNER/echo-bench@v0.1.0"`` or a wheel URL. Passing
+            ``"echo-bench"`` itself says the name is installable where the Spaces run (a private index).
 
     Returns:
         One :class:`PublishedSpace` per module, in ``names`` order; a Space the Hub refused has ``error`` set and
         the others are still published (each Space is its own all-or-nothing commit).
 
     Raises:
-        ConfigError: a bad ``org``, an unknown module or a module whose layout is incomplete (before any upload).
+        ConfigError: a bad ``org``, an unknown module, a module whose layout is incomplete, or (not ``dry_run``) no
+            ``package`` while a module's requirements install echo-bench by name (all before any upload).
         MissingTokenError: no ``api``, no token and not ``dry_run`` (before any network work).
     """
     from echo_builder.metrics import names as module_names
@@ -155,6 +169,17 @@ def publish_metrics(
         from huggingface_hub import HfApi
 
         api = HfApi(token=resolved)
+    if package is None:
+        bare = {name: bare_package_lines(files["requirements.txt"]) for name, files in prepared.items()}
+        bare = {name: lines for name, lines in bare.items() if lines}
+        if bare:
+            listed = ", ".join(f"{name} ({lines[0]!r})" for name, lines in bare.items())
+            raise ConfigError(
+                f"the requirements.txt of {listed} install echo-bench by name, and echo-bench is not on PyPI: "
+                "those Spaces could not build. Pass --package with a line a Space can install, e.g. "
+                "--package 'echo-bench @ git+https://github.com/OWNER/echo-bench@v0.1.0' (a release tag) or a "
+                "wheel URL (spaces_app/README.md, 'Deploy to a Space'); nothing was uploaded"
+            )
     for result in results:
         try:
             with tempfile.TemporaryDirectory(prefix="echo-space-") as staging:

@@ -173,12 +173,22 @@ def _metric_function(name: str, options: dict[str, Any]) -> Callable[..., Metric
             if builtin:
                 raise
             # a plugin's own bug is that metric's failure, reported by name; the other metrics still run
-            raise ConfigError(
+            raise PluginMetricError(
                 f"metric {name!r} ({METRICS.entry(name).origin}) failed: {type(exc).__name__}: {exc}"
             ) from exc
-        return _checked(name, result, len(outputs))
+        if builtin:
+            return _checked(name, result, len(outputs))
+        try:
+            return _checked(name, result, len(outputs))
+        except ConfigError as exc:  # a plugin's malformed result: that metric's failure too
+            raise PluginMetricError(str(exc)) from exc
 
     return run
+
+
+class PluginMetricError(ConfigError):
+    """A plugin metric raised or returned something unusable: that metric's failure, named; the other metrics of
+    the run are still computed and written (``run_metrics`` raises it at the end)."""
 
 
 def _checked(name: str, result: Any, n: int) -> MetricResult:
@@ -225,6 +235,9 @@ def run_metrics(
         ConfigError: an unknown metric, a requested metric that cannot run (its message says how to fix it),
             unreadable outputs, or no output file of any model matching a sample id of the config (nothing is
             written then).
+        PluginMetricError: a requested plugin metric raised or returned an unusable result; raised after every
+            other metric's results are written (the failed metric has no rows; ``summary.json`` names it under
+            ``unavailable``).
     """
     import pandas as pd
 
@@ -262,6 +275,7 @@ def run_metrics(
     mark_output(out, "metrics")
     rows: list[dict[str, Any]] = []
     unavailable: dict[str, str] = {}
+    plugin_failures: list[str] = []  # requested plugin metrics that failed: an error once the rest is written
     optional = [m for m in optional_metrics if m not in names]
     for name in optional:
         if name not in METRICS:
@@ -283,6 +297,12 @@ def run_metrics(
                         name, function, model, samples, files, failures.get(model), column_options.get(name)
                     )
                 )
+            except PluginMetricError as exc:
+                rows = [row for row in rows if row["metric"] != name]  # no partial results of that metric
+                unavailable[name] = str(exc)
+                if strict:
+                    plugin_failures.append(str(exc))
+                break
             except (EchoError, ImportError) as exc:
                 if strict:
                     raise
@@ -321,6 +341,10 @@ def run_metrics(
     )
     if pooled:
         _swatches(pooled, out / "color_swatches", root=out)
+    if plugin_failures:
+        raise PluginMetricError(
+            "; ".join(plugin_failures) + f" (the other metrics' results are written to {out})"
+        )
     return MetricsRunResult(out, rows, summary, unavailable, unmatched)
 
 

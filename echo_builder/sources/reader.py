@@ -1059,6 +1059,17 @@ def read_posts(
                 errors += item.level == "error"
                 notes += item.level == "note"
                 continue
+            if not isinstance(item, Post):  # a source format's bug: that item is a problem, the rest is read
+                report.problems.append(
+                    RecordProblem(
+                        unit.label,
+                        None,
+                        f"the source format {found.get('format')!r} produced {type(item).__name__}, not a Post "
+                        "or a RecordProblem; left out",
+                    )
+                )
+                errors += 1
+                continue
             if post_filter is not None and not post_filter(item):
                 continue
             if item.id in seen:

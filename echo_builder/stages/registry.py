@@ -63,7 +63,15 @@ _FILE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,95}\.jsonl")
 
 
 class StageError(EchoError):
-    """A plugin stage failed while running, or returned something other than a :class:`StageOutput`."""
+    """A plugin stage failed while running, or returned something other than a :class:`StageOutput`.
+
+    Attributes:
+        stage: the name of the plugin stage at fault (what ``--skip-stage`` takes), ``None`` when unknown.
+    """
+
+    def __init__(self, message: str, stage: str | None = None) -> None:
+        super().__init__(message)
+        self.stage = stage
 
 
 class NoPostsError(ConfigError):
@@ -276,8 +284,9 @@ def declare_stage(definition: StageDefinition) -> StageDefinition:
 
 def _reject(entry: Entry[StageDefinition], reason: str) -> None:
     """Leave a plugin stage out of the build and report why (as the registry reports a broken plugin)."""
+    value = STAGES.entry_point_value(entry.name) or entry.target
     STAGES.remove(entry.name)
-    STAGES._problem(STAGES.group, entry.name, entry.target, entry.origin, reason)
+    STAGES._problem(STAGES.group, entry.name, value, entry.origin, reason)
 
 
 def _ordered(definitions: list[StageDefinition], builtin: set[str]) -> tuple[list[StageDefinition], set[str]]:
