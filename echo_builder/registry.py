@@ -5,7 +5,12 @@ that provides its dependencies, kind-specific fields (a metric's spec and applic
 and the object itself, either already imported or named by an import path (``"package.module:attribute"``) and
 imported on first use, so listing what exists never imports ``torch`` or ``openai``.
 
-Built-ins declare themselves in their own module (one module per metric, source, backend, generator or stage).
+Built-ins declare themselves in their own module (one module per metric, source, backend, generator or stage),
+and each registry finds its package's modules itself (:func:`discover_modules`, ``pkgutil`` over the package folder,
+nothing imported until the registry is first read): adding a built-in is one new module, with no import to add
+anywhere. A package's modules that declare nothing (``base.py``, ``run.py``, ...) are named in the registry's
+``helpers`` and never imported by discovery. Where a kind's order matters (the default metric order, the source
+auto-detection order) each built-in declares its ``order`` number; the import order plays no part.
 Third-party packages add entries through Python entry points, one group per kind (:data:`ENTRY_POINT_GROUPS`)::
 
     # the plugin's pyproject.toml
@@ -26,10 +31,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import logging
+import pkgutil
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import MappingProxyType
@@ -43,6 +50,7 @@ __all__ = [
     "PluginProblem",
     "Registry",
     "all_registries",
+    "discover_modules",
     "plugin_problems",
     "reload_plugins",
     "spec_class_adopter",
@@ -90,6 +98,9 @@ class Entry(Generic[T]):
         extra: the pip extra that provides its dependencies (``pip install -e ".[extra]"``), ``None`` for core.
         origin: ``"built-in"`` or the plugin's distribution (``"echo-brightness 0.1"``).
         fields: kind-specific declarations (read with ``entry.fields[...]`` or :meth:`get_field`).
+        order: the built-in's position among its kind's built-ins, lower first (the metrics' default order and
+            row order, the sources' detection order); built-ins without one follow the numbered ones in
+            declaration order. Plugins ignore it: they always come after the built-ins, by name.
     """
 
     name: str
@@ -98,6 +109,7 @@ class Entry(Generic[T]):
     extra: str | None = None
     origin: str = BUILT_IN
     fields: Mapping[str, Any] = field(default_factory=dict)
+    order: float | None = None
 
     @property
     def builtin(self) -> bool:
@@ -107,16 +119,47 @@ class Entry(Generic[T]):
         return self.fields.get(key, default)
 
 
+def discover_modules(package: str, helpers: Iterable[str] = ()) -> tuple[str, ...]:
+    """The modules of ``package`` that declare built-ins: every plain module of its folder (``pkgutil``, nothing
+    imported) except ``__init__``, subpackages and the ``helpers`` (module names without the package prefix, e.g.
+    ``("base", "run")``), as full dotted names sorted by name.
+
+    ``package`` must be importable (it is being imported when a registry of its own is created; its folder is read
+    from ``__path__`` then). Raises :class:`ConfigError` when ``package`` is not a package or a helper names no
+    module of it (a renamed helper would otherwise be imported as a declaring module without notice).
+    """
+    module = sys.modules.get(package)
+    locations = getattr(module, "__path__", None) if module is not None else None
+    if locations is None:
+        spec = importlib.util.find_spec(package)
+        locations = spec.submodule_search_locations if spec is not None else None
+    if not locations:
+        raise ConfigError(f"{package!r} is not a package: no built-in modules to discover")
+    found = sorted(m.name for m in pkgutil.iter_modules(list(locations)) if not m.ispkg)
+    unknown = sorted(set(helpers) - set(found))
+    if unknown:
+        raise ConfigError(f"helper modules {unknown} of {package} do not exist; modules: {', '.join(found)}")
+    skip = set(helpers)
+    return tuple(f"{package}.{name}" for name in found if name not in skip)
+
+
 class Registry(Generic[T]):
-    """Name -> :class:`Entry` for one kind, in declaration order (built-ins first, then plugins by name).
+    """Name -> :class:`Entry` for one kind: built-ins by their ``order`` (then in declaration order), then plugins
+    by name.
 
     Args:
         kind: ``"metric"``, ``"source"``, ``"backend"``, ``"generator"`` or ``"stage"`` (a key of
             :data:`ENTRY_POINT_GROUPS`), used in messages and to find the entry-point group.
         adopt: turns what a plugin's entry point loads into ``(entry, object)``; raises to reject it.
             ``None`` accepts only objects with a ``name`` attribute equal to the entry point's name.
-        builtins: imported (once) before the first lookup so that modules declaring built-ins with the
-            :meth:`register` decorator have run, e.g. ``("echo_builder.sources",)``.
+        builtins: modules imported (once) before the first lookup so that modules declaring built-ins with the
+            :meth:`register` decorator have run, e.g. ``("echo_builder.stages.base",)``.
+        package: a package whose modules are discovered (:func:`discover_modules`) and imported after
+            ``builtins`` before the first lookup: each declares its own entries.
+        helpers: the modules of ``package`` that declare nothing and are not imported by discovery.
+
+    A built-in module that fails to import raises :class:`ImportError` naming it (built-ins are echo-bench's own
+    code: a broken one is a bug to see, unlike a broken plugin, which is reported and left out).
     """
 
     def __init__(
@@ -125,6 +168,8 @@ class Registry(Generic[T]):
         *,
         adopt: Callable[[str, Any, str], tuple[Entry[T], T]] | None = None,
         builtins: tuple[str, ...] = (),
+        package: str | None = None,
+        helpers: Iterable[str] = (),
     ) -> None:
         if kind not in ENTRY_POINT_GROUPS:
             raise ValueError(f"unknown registry kind {kind!r}")
@@ -132,6 +177,8 @@ class Registry(Generic[T]):
         self.group = ENTRY_POINT_GROUPS[kind]
         self._adopt = adopt
         self._builtin_modules = builtins
+        self.package = package
+        self.helpers: frozenset[str] = frozenset(helpers)
         self._entries: dict[str, Entry[T]] = {}
         self._objects: dict[str, T] = {}
         self._problems: list[PluginProblem] = []
@@ -151,10 +198,14 @@ class Registry(Generic[T]):
         description: str = "",
         extra: str | None = None,
         origin: str = BUILT_IN,
+        order: float | None = None,
         **fields: Any,
     ) -> Entry[T]:
-        """Declare an entry by import path without importing it. Raises :class:`ConfigError` on a name clash."""
-        entry: Entry[T] = Entry(name, target, description, extra, origin, MappingProxyType(dict(fields)))
+        """Declare an entry by import path without importing it. Raises :class:`ConfigError` on a name clash or
+        an ``order`` another built-in has."""
+        entry: Entry[T] = Entry(
+            name, target, description, extra, origin, MappingProxyType(dict(fields)), order
+        )
         self._add(entry, None)
         return entry
 
@@ -164,12 +215,19 @@ class Registry(Generic[T]):
         return entry
 
     def register(
-        self, obj: T | None = None, *, description: str | None = None, extra: str | None = None, **fields: Any
+        self,
+        obj: T | None = None,
+        *,
+        description: str | None = None,
+        extra: str | None = None,
+        order: float | None = None,
+        **fields: Any,
     ) -> Any:
         """Decorator (bare or with arguments): register ``obj`` under its ``name`` attribute.
 
-        ``description`` defaults to ``obj.description``. Raises :class:`ConfigError` when the name is empty or
-        already taken by another object.
+        ``description`` defaults to ``obj.description``; ``order`` places a built-in (:attr:`Entry.order`).
+        Raises :class:`ConfigError` when the name is empty or already taken by another object, or another
+        built-in has the same ``order``.
         """
 
         def decorate(value: T) -> T:
@@ -185,7 +243,9 @@ class Registry(Generic[T]):
                 # re-import of the declaring module (tests reload): keep the declaration, refresh the object
                 self._objects[name] = value
                 return value
-            entry: Entry[T] = Entry(name, target, text, extra, BUILT_IN, MappingProxyType(dict(fields)))
+            entry: Entry[T] = Entry(
+                name, target, text, extra, BUILT_IN, MappingProxyType(dict(fields)), order
+            )
             self._add(entry, value)
             return value
 
@@ -199,6 +259,25 @@ class Registry(Generic[T]):
                     f"a {self.kind} named {entry.name!r} is already registered "
                     f"({existing.target or existing.origin}); choose another name"
                 )
+            if entry.order is not None and entry.builtin:
+                if (
+                    isinstance(entry.order, bool)
+                    or not isinstance(entry.order, (int, float))
+                    or entry.order != entry.order
+                ):
+                    raise ConfigError(
+                        f"the {self.kind} {entry.name!r}: order must be a number, got {entry.order!r}"
+                    )
+                same = [
+                    e.name
+                    for e in self._entries.values()
+                    if e.builtin and e.order == entry.order and e.name != entry.name
+                ]
+                if same:
+                    raise ConfigError(
+                        f"the built-in {self.kind}s {same[0]!r} and {entry.name!r} both declare order "
+                        f"{entry.order}; give each its own position"
+                    )
             if existing is not None and existing.origin != entry.origin:
                 del self._entries[entry.name]  # adopted as a plugin: listed among the plugins, by name
             self._entries[entry.name] = entry
@@ -214,14 +293,39 @@ class Registry(Generic[T]):
 
     # --------------------------------------------------------------------------------------------- reading
 
+    def builtin_modules(self) -> tuple[str, ...]:
+        """The modules imported before the first lookup: ``builtins``, then the discovered modules of
+        ``package`` (sorted by name; the import order decides nothing, :attr:`Entry.order` does)."""
+        discovered = discover_modules(self.package, self.helpers) if self.package else ()
+        return (*self._builtin_modules, *discovered)
+
+    def import_builtins(self) -> None:
+        """Import the :meth:`builtin_modules` (once; no plugin is loaded), so every built-in is declared.
+
+        Raises:
+            ImportError: naming the built-in module that failed to import and why (its exception is chained).
+        """
+        if self._builtins_imported:
+            return
+        with self._lock:
+            if self._builtins_imported:
+                return
+            for module in self.builtin_modules():
+                try:
+                    importlib.import_module(module)
+                except Exception as exc:
+                    raise ImportError(
+                        f"echo-bench's built-in {self.kind} module {module} failed to import: "
+                        f"{type(exc).__name__}: {exc}",
+                        name=module,
+                    ) from exc
+            self._builtins_imported = True
+
     def _ready(self) -> None:
         if self._builtins_imported and self._plugins_loaded:
             return
         with self._lock:
-            if not self._builtins_imported:
-                self._builtins_imported = True
-                for module in self._builtin_modules:
-                    importlib.import_module(module)
+            self.import_builtins()
             if not self._plugins_loaded:
                 self._plugins_loaded = True
                 self._load_plugins()
@@ -231,22 +335,29 @@ class Registry(Generic[T]):
         return name in self._entries
 
     def __iter__(self) -> Iterator[Entry[T]]:
-        self._ready()
-        return iter(list(self._entries.values()))
+        return iter(self.entries())
 
     def __len__(self) -> int:
         self._ready()
         return len(self._entries)
 
+    def _ordered(self) -> list[Entry[T]]:
+        """Built-ins by ``order`` (unnumbered ones after, in declaration order), then the others as added."""
+        rank = {name: i for i, name in enumerate(self._entries)}
+        return sorted(
+            self._entries.values(),
+            key=lambda e: (not e.builtin, e.order is None, e.order or 0, rank[e.name]),
+        )
+
     def names(self) -> list[str]:
-        """Registered names in declaration order (built-ins first)."""
-        self._ready()
-        return list(self._entries)
+        """Registered names: built-ins by ``order`` (then declaration order), then plugins by name."""
+        return [e.name for e in self.entries()]
 
     def entries(self) -> list[Entry[T]]:
-        """Registered entries in declaration order."""
+        """Registered entries in :meth:`names` order."""
         self._ready()
-        return list(self._entries.values())
+        with self._lock:
+            return self._ordered()
 
     def entry(self, name: str) -> Entry[T]:
         """The entry ``name``; :class:`ConfigError` listing the registered names otherwise."""
@@ -257,7 +368,7 @@ class Registry(Generic[T]):
             raise ConfigError(self.unknown_message(name)) from None
 
     def unknown_message(self, name: str) -> str:
-        known = ", ".join(self._entries) or "none"
+        known = ", ".join(e.name for e in self._ordered()) or "none"
         hint = ""
         broken = [p for p in self._problems if p.name == name]
         if broken:

@@ -1,11 +1,14 @@
 """LLM/VLM backends behind one interface, created from spec strings such as ``openai:gpt-4o``.
 
 The registry :data:`BACKENDS` (an :class:`echo_builder.registry.Registry` of kind ``"backend"``) maps a backend
-name to the class implementing it. Built-in backends are declared by import path and imported only when first
-created, so ``import echo_builder`` never pulls in ``openai`` or ``transformers``. A new backend is one file with
-a :class:`~echo_builder.backends.base.Backend` subclass decorated with :func:`register_backend`; a separate package
-adds one through the ``echo_bench.backends`` entry-point group (``name = "module:Class"``), see
-``docs/extending.md``. A plugin that fails to load is reported (``echo-bench plugins``), never fatal.
+name to the class implementing it. Each built-in backend is one module of this package with a
+:class:`~echo_builder.backends.base.Backend` subclass decorated with ``@register_backend(order=N)``; the registry
+finds those modules itself (``pkgutil`` over this folder, less :data:`HELPER_MODULES`) and imports them when it
+is first read, so a new backend is one new module, with no edit here. Those modules import their heavy
+dependencies (``openai``, ``torch``, ``transformers``) inside the class's methods, never at module level, so
+``import echo_builder`` and ``echo-bench backends list`` pull in none of them. A separate package adds a backend
+through the ``echo_bench.backends`` entry-point group (``name = "module:Class"``), see ``docs/extending.md``. A
+plugin that fails to load is reported (``echo-bench plugins``), never fatal.
 
 Spec strings:
 
@@ -48,6 +51,7 @@ MODEL_BACKEND_OPTIONS = (*GENERATION_OPTIONS, "box_format")
 __all__ = [
     "BACKENDS",
     "GENERATION_OPTIONS",
+    "HELPER_MODULES",
     "MODEL_BACKEND_OPTIONS",
     "Backend",
     "BackendInfo",
@@ -85,42 +89,44 @@ class BackendInfo:
 _adopt = spec_class_adopter(Backend, "echo_builder.backends.Backend", "backend")
 
 
-#: Every backend: the built-ins below, classes decorated with :func:`register_backend`, and plugins (entry-point
-#: group ``echo_bench.backends``). Entries carry ``needs_target`` in their fields.
-BACKENDS: Registry[type[Backend]] = Registry("backend", adopt=_adopt)
+#: The modules of this package that declare no backend (discovery does not import them).
+HELPER_MODULES = ("base", "batch", "bounded_http", "boxes", "caller", "replicas", "spend")
 
-# The built-ins, declared by import path: their modules import ``openai`` or ``transformers``, which listing the
-# backends must not. Each module's class carries the same name (``register_backend`` checks the path matches).
-BACKENDS.declare(
-    "openai",
-    "echo_builder.backends.openai_backend:OpenAIBackend",
-    description="any OpenAI-compatible chat-completions server (OpenAI, vLLM, SGLang, TGI, Ollama, OpenRouter)",
-    needs_target=True,
-)
-BACKENDS.declare(
-    "transformers",
-    "echo_builder.backends.transformers_backend:TransformersBackend",
-    description="local vision-language model via transformers (AutoModelForImageTextToText), multi-GPU via "
-    "accelerate",
-    extra="judge-local",
-    needs_target=True,
-)
-BACKENDS.declare(
-    "rules",
-    "echo_builder.backends.rules:RulesBackend",
-    description="offline deterministic baseline for the curation stages (no model)",
-    needs_target=False,
+#: Every backend: the built-ins (one module of this package each, decorated with ``@register_backend(order=N)``,
+#: found by :func:`~echo_builder.registry.discover_modules`), classes registered at run time, and plugins
+#: (entry-point group ``echo_bench.backends``). Entries carry ``needs_target`` in their fields.
+BACKENDS: Registry[type[Backend]] = Registry(
+    "backend", adopt=_adopt, package="echo_builder.backends", helpers=HELPER_MODULES
 )
 
 
-def register_backend(cls: type[Backend]) -> type[Backend]:
-    """Class decorator: register ``cls`` under ``cls.name``. Raises :class:`ConfigError` on a name clash."""
-    if not isinstance(cls, type) or not issubclass(cls, Backend):
-        raise ConfigError(f"register_backend takes a Backend subclass, got {cls!r}")
-    if not cls.name:
-        raise ConfigError(f"{cls.__qualname__} has no `name`; set the class attribute before registering")
-    BACKENDS.register(cls, needs_target=bool(cls.needs_target))
-    return cls
+def register_backend(
+    cls: type[Backend] | None = None, *, order: float | None = None, extra: str | None = None
+) -> Any:
+    """Class decorator, bare or with arguments: register ``cls`` under ``cls.name``.
+
+    Args:
+        order: a built-in's position in the registry (``openai`` 10, ``transformers`` 20, ``rules`` 30);
+            listings sort backends by name, so it only needs to be unique.
+        extra: the pip extra that provides the backend's dependencies (``"judge-local"``), shown by
+            ``echo-bench backends list`` and in the error when they are missing.
+
+    Raises:
+        ConfigError: ``cls`` is not a :class:`Backend` subclass or has no ``name``, the name is taken by another
+            class, or another built-in has the same ``order``.
+    """
+
+    def decorate(backend: type[Backend]) -> type[Backend]:
+        if not isinstance(backend, type) or not issubclass(backend, Backend):
+            raise ConfigError(f"register_backend takes a Backend subclass, got {backend!r}")
+        if not backend.name:
+            raise ConfigError(
+                f"{backend.__qualname__} has no `name`; set the class attribute before registering"
+            )
+        BACKENDS.register(backend, order=order, extra=extra, needs_target=bool(backend.needs_target))
+        return backend
+
+    return decorate(cls) if cls is not None else decorate
 
 
 def _unknown_hint(name: str) -> str:
@@ -230,7 +236,8 @@ def _generation_overrides(spec: str, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_backends() -> list[BackendInfo]:
-    """Every registered backend (built-ins and plugins), sorted by name, without importing a built-in."""
+    """Every registered backend (built-ins and plugins), sorted by name; importing the built-in modules imports
+    none of their heavy dependencies."""
     return [
         BackendInfo(
             e.name, e.target, e.description, e.extra, bool(e.get_field("needs_target", True)), e.origin

@@ -294,7 +294,7 @@ def translate_openai_error(exc: Exception, who: str) -> Exception:
     return exc
 
 
-@register_backend
+@register_backend(order=10)
 class OpenAIBackend(Backend):
     """Chat completions on an OpenAI-compatible server. See :class:`OpenAIConfig` for options."""
 

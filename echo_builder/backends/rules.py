@@ -45,7 +45,7 @@ def registered_rules() -> dict[str, Callable[..., Any]]:
     return dict(_RULES)
 
 
-@register_backend
+@register_backend(order=30)
 class RulesBackend(Backend):
     """Runs the registered rules implementation of a stage; accepts no options."""
 

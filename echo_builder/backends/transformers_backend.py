@@ -105,7 +105,7 @@ def _processor_frame(image_processor: Any, width: int, height: int) -> tuple[int
     return int(new_width), int(new_height)
 
 
-@register_backend
+@register_backend(order=20, extra="judge-local")
 class TransformersBackend(Backend):
     """A local VLM through transformers. The model loads on first use; see :class:`TransformersConfig`."""
 

@@ -1,12 +1,15 @@
 """Image generators behind one interface, created from spec strings, and ``echo-bench generate``.
 
 A generator turns a benchmark sample (prompt, optional input images, seed) into an image; see
-:class:`~echo_builder.generate.base.Generator`. Built-in generators are registered by import path and imported
-only when first created, so ``import echo_builder`` never pulls in ``diffusers`` or ``torch``. A new generator is
-one file with a :class:`Generator` subclass decorated with :func:`register_generator`; a separate package adds one
-through the ``echo_bench.generators`` entry-point group (``name = "module:Class"``, see ``docs/extending.md``). The
-registry is :data:`GENERATORS` (an :class:`echo_builder.registry.Registry` of kind ``"generator"``); a plugin
-that fails to load is reported (``echo-bench plugins``), never fatal.
+:class:`~echo_builder.generate.base.Generator`. Each built-in generator is one module of this package with a
+:class:`Generator` subclass decorated with ``@register_generator(order=N)``; the registry finds those modules
+itself (``pkgutil`` over this folder, less :data:`HELPER_MODULES`) and imports them when it is first read, so a new
+generator is one new module, with no edit here. Those modules import ``diffusers``, ``torch`` and ``openai`` inside
+the class's methods, never at module level, so ``import echo_builder`` and listing the generators pull in none of
+them. A separate package adds one through the ``echo_bench.generators`` entry-point group
+(``name = "module:Class"``, see ``docs/extending.md``). The registry is :data:`GENERATORS` (an
+:class:`echo_builder.registry.Registry` of kind ``"generator"``); a plugin that fails to load is reported
+(``echo-bench plugins``), never fatal.
 
 Spec strings:
 
@@ -39,6 +42,7 @@ from echo_builder.registry import BUILT_IN, Registry, spec_class_adopter
 __all__ = [
     "FAILURE_STATUSES",
     "GENERATORS",
+    "HELPER_MODULES",
     "STATUSES",
     "GenerationRequest",
     "GenerationResult",
@@ -67,41 +71,44 @@ class GeneratorInfo:
 _adopt = spec_class_adopter(Generator, "echo_builder.generate.Generator", "generator")
 
 
-#: Every generator: the built-ins below, classes decorated with :func:`register_generator`, and plugins
-#: (entry-point group ``echo_bench.generators``). Entries carry ``needs_target`` in their fields.
-GENERATORS: Registry[type[Generator]] = Registry("generator", adopt=_adopt)
+#: The modules of this package that declare no generator (discovery does not import them).
+HELPER_MODULES = ("base", "distributed", "manifest", "run")
 
-# The built-ins, declared by import path: diffusers' module imports torch and diffusers when first used, and
-# listing the generators must import none of them.
-GENERATORS.declare(
-    "diffusers",
-    "echo_builder.generate.diffusers_backend:DiffusersGenerator",
-    description="any diffusers text-to-image or image-editing pipeline (hub id or local folder), batched, multi-GPU",
-    extra="generate",
-    needs_target=True,
-)
-GENERATORS.declare(
-    "openai-images",
-    "echo_builder.generate.openai_images:OpenAIImagesGenerator",
-    description="OpenAI-compatible image generation and edit endpoints (e.g. gpt-image-1)",
-    needs_target=True,
-)
-GENERATORS.declare(
-    "command",
-    "echo_builder.generate.command:CommandGenerator",
-    description="your own program: one JSON request on stdin, a PNG written to output_path",
-    needs_target=True,
+#: Every generator: the built-ins (one module of this package each, decorated with
+#: ``@register_generator(order=N)``, found by :func:`~echo_builder.registry.discover_modules`), classes registered
+#: at run time, and plugins (entry-point group ``echo_bench.generators``). Entries carry ``needs_target``.
+GENERATORS: Registry[type[Generator]] = Registry(
+    "generator", adopt=_adopt, package="echo_builder.generate", helpers=HELPER_MODULES
 )
 
 
-def register_generator(cls: type[Generator]) -> type[Generator]:
-    """Class decorator: register ``cls`` under ``cls.name``. Raises :class:`ConfigError` on a name clash."""
-    if not isinstance(cls, type) or not issubclass(cls, Generator):
-        raise ConfigError(f"register_generator takes a Generator subclass, got {cls!r}")
-    if not cls.name:
-        raise ConfigError(f"{cls.__qualname__} has no `name`; set the class attribute before registering")
-    GENERATORS.register(cls, needs_target=bool(cls.needs_target))
-    return cls
+def register_generator(
+    cls: type[Generator] | None = None, *, order: float | None = None, extra: str | None = None
+) -> Any:
+    """Class decorator, bare or with arguments: register ``cls`` under ``cls.name``.
+
+    Args:
+        order: a built-in's position in the registry (``diffusers`` 10, ``openai-images`` 20, ``command`` 30);
+            listings sort generators by name, so it only needs to be unique.
+        extra: the pip extra that provides the generator's dependencies (``"generate"``), shown by listings and
+            in the error when they are missing.
+
+    Raises:
+        ConfigError: ``cls`` is not a :class:`Generator` subclass or has no ``name``, the name is taken by
+            another class, or another built-in has the same ``order``.
+    """
+
+    def decorate(generator: type[Generator]) -> type[Generator]:
+        if not isinstance(generator, type) or not issubclass(generator, Generator):
+            raise ConfigError(f"register_generator takes a Generator subclass, got {generator!r}")
+        if not generator.name:
+            raise ConfigError(
+                f"{generator.__qualname__} has no `name`; set the class attribute before registering"
+            )
+        GENERATORS.register(generator, order=order, extra=extra, needs_target=bool(generator.needs_target))
+        return generator
+
+    return decorate(cls) if cls is not None else decorate
 
 
 def parse_generator_spec(spec: str) -> tuple[str, str]:
@@ -147,7 +154,8 @@ def create_generator(spec: str, **options: Any) -> Generator:
 
 
 def list_generators() -> list[GeneratorInfo]:
-    """Every registered generator (built-ins and plugins), sorted by name, without importing a built-in."""
+    """Every registered generator (built-ins and plugins), sorted by name; importing the built-in modules
+    imports none of their heavy dependencies."""
     return [
         GeneratorInfo(
             e.name, e.target, e.description, e.extra, bool(e.get_field("needs_target", True)), e.origin

@@ -69,7 +69,7 @@ class CommandConfig(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
 
 
-@register_generator
+@register_generator(order=30)
 class CommandGenerator(Generator):
     """Runs a program per sample (see the module docstring for the protocol and :class:`CommandConfig`)."""
 

@@ -97,7 +97,7 @@ def _requires(pipe: Any, argument: str) -> bool:
     return parameter is not None and parameter.default is inspect.Parameter.empty
 
 
-@register_generator
+@register_generator(order=10, extra="generate")
 class DiffusersGenerator(Generator):
     """A local diffusers pipeline. Nothing loads until :meth:`load`; see :class:`DiffusersConfig` for options."""
 

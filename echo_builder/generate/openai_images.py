@@ -100,7 +100,7 @@ def _png(image: Any) -> bytes:
     return buf.getvalue()
 
 
-@register_generator
+@register_generator(order=20)
 class OpenAIImagesGenerator(Generator):
     """Images from an OpenAI-compatible images API. See :class:`OpenAIImagesConfig` for options."""
 

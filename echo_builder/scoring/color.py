@@ -401,4 +401,5 @@ COLOR_SHIFT_METRIC = declare_metric(
         description="distance between the input's and the output's mean RGB over levels 5..250 (8-bit levels)",
     ),
     target="echo_builder.scoring.color:COLOR_SHIFT_METRIC",
+    order=10,  # position among the built-in metrics (default metric order, rows and columns)
 )

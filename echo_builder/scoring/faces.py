@@ -451,4 +451,5 @@ FACE_IDENTITY_METRIC = declare_metric(
         description="largest cosine similarity between face embeddings of the inputs and the output",
     ),
     target="echo_builder.scoring.faces:FACE_IDENTITY_METRIC",
+    order=30,  # position among the built-in metrics (default metric order, rows and columns)
 )

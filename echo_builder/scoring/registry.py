@@ -290,7 +290,9 @@ def _registered() -> list[MetricDefinition]:
     return [obj for obj in METRICS._objects.values() if isinstance(obj, MetricDefinition)]
 
 
-def _entry(definition: MetricDefinition, target: str, origin: str) -> Entry[MetricDefinition]:
+def _entry(
+    definition: MetricDefinition, target: str, origin: str, order: float | None = None
+) -> Entry[MetricDefinition]:
     return Entry(
         definition.name,
         target,
@@ -303,6 +305,7 @@ def _entry(definition: MetricDefinition, target: str, origin: str) -> Entry[Metr
             "needs_inputs": definition.needs_inputs,
             "needs_judge": definition.needs_judge,
         },
+        order=order,
     )
 
 
@@ -321,27 +324,41 @@ def adopt_metric(name: str, loaded: Any, origin: str) -> tuple[Entry[MetricDefin
     return _entry(definition, "", origin), definition
 
 
-def declare_metric(definition: MetricDefinition, *, target: str) -> MetricDefinition:
+def declare_metric(
+    definition: MetricDefinition, *, target: str, order: float | None = None
+) -> MetricDefinition:
     """Register a built-in metric (called by the module that implements it); returns the definition.
 
     Args:
         target: where the definition lives, ``"echo_builder.scoring.color:COLOR_SHIFT_METRIC"`` (a re-import of
             that module replaces the object instead of clashing).
+        order: the metric's position among the built-ins, lower first: the default order of
+            ``echo-bench metrics`` and of its rows and columns, the Space's playground and the docs tables
+            (:attr:`echo_builder.registry.Entry.order`). Every built-in declares one (``color_shift`` is 10,
+            ``structure_distance`` 20, ...; a new metric takes the next free number, or one in between to sit
+            there).
 
     Raises:
-        ConfigError: the definition is invalid or the name is taken by another metric.
+        ConfigError: the definition is invalid, the name is taken by another metric or the order by another
+            built-in.
     """
     validate_metric(definition, builtin=True)
     existing = METRICS._entries.get(definition.name)
     if existing is not None and existing.target == target:
         METRICS._objects[definition.name] = definition
         return definition
-    METRICS.add(_entry(definition, target, "built-in"), definition)
+    METRICS.add(_entry(definition, target, "built-in", order), definition)
     return definition
 
 
+#: The modules of ``echo_builder.scoring`` that declare no metric (discovery does not import them).
+HELPER_MODULES = ("base", "faces_auraface", "faces_dlib", "module_inputs", "registry", "run")
+
+#: Every metric: one built-in per module of ``echo_builder.scoring`` that calls :func:`declare_metric` (found by
+#: :func:`~echo_builder.registry.discover_modules`, no import list to edit), ordered by their ``order``; then the
+#: plugins of the ``echo_bench.metrics`` entry-point group, by name.
 METRICS: Registry[MetricDefinition] = Registry(
-    "metric", adopt=adopt_metric, builtins=("echo_builder.scoring",)
+    "metric", adopt=adopt_metric, package="echo_builder.scoring", helpers=HELPER_MODULES
 )
 
 

@@ -608,4 +608,5 @@ STRUCTURE_DISTANCE_METRIC = declare_metric(
         description="mean squared difference of DINO ViT-S/16 key self-similarity matrices (Splice's structure loss)",
     ),
     target="echo_builder.scoring.structure:STRUCTURE_DISTANCE_METRIC",
+    order=20,  # position among the built-in metrics (default metric order, rows and columns)
 )

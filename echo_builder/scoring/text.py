@@ -273,4 +273,5 @@ TEXT_RENDERING_METRIC = declare_metric(
         description="a VLM judge proofreads the rendered text, rating 1-10, reported as (N - 1) / 9",
     ),
     target="echo_builder.scoring.text:TEXT_RENDERING_METRIC",
+    order=40,  # position among the built-in metrics (default metric order, rows and columns)
 )

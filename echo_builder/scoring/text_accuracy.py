@@ -499,4 +499,5 @@ TEXT_ACCURACY_METRIC = declare_metric(
         description="OCR (PP-OCRv4) reads the output; 1 - character error rate of each string the prompt quotes",
     ),
     target="echo_builder.scoring.text_accuracy:TEXT_ACCURACY_METRIC",
+    order=50,  # position among the built-in metrics (default metric order, rows and columns)
 )

@@ -21,12 +21,15 @@ Typical use::
 Files may be compressed (``.zst``, ``.gz``, ``.bz2``, ``.xz``: decompressed on the fly, :mod:`.streams`), and
 JSON Lines and large top-level lists are streamed record by record; ``build --prefilter`` reads only the posts
 matching the keywords and their threads (:mod:`.prefilter`). Formats are detected from the content (the first record of a file; a folder with ``cases/`` is a collection);
-``format=`` forces one. Bad records never raise: they are reported and skipped. A new format is one module with
-a :class:`SourceAdapter` subclass decorated with :func:`register_source`, imported here (the import order is the
-detection order). A separate package adds one through the ``echo_bench.sources`` entry-point group
-(``name = "module:Class"``, see ``docs/extending.md``); plugin formats are detected after the built-ins, and a
-plugin that fails to load, or whose detection raises, is reported and passed over, never fatal. The registry is
-:data:`SOURCES` (an :class:`echo_builder.registry.Registry` of kind ``"source"``).
+``format=`` forces one. Bad records never raise: they are reported and skipped. A new format is one module of
+this package with a :class:`SourceAdapter` subclass decorated with ``@register_source(order=N)``: the registry
+finds the package's modules itself (``pkgutil``, less :data:`~echo_builder.sources.base.HELPER_MODULES`), and
+``order`` is the format's place in the detection order (the built-ins are 10, 20, ... 70 in the order listed
+above), whatever order the modules are imported in; nothing is added here. A separate package adds one through the
+``echo_bench.sources`` entry-point group (``name = "module:Class"``, see ``docs/extending.md``); plugin formats are
+detected after the built-ins, and a plugin that fails to load, or whose detection raises, is reported and passed
+over, never fatal. The registry is :data:`SOURCES` (an :class:`echo_builder.registry.Registry` of kind
+``"source"``).
 """
 
 from echo_builder.sources.base import (
@@ -42,20 +45,16 @@ from echo_builder.sources.base import (
     registered_sources,
 )
 
-# Built-in adapters register themselves on import; the order is the auto-detection order.
-from echo_builder.sources.jsonl import JsonlSource, write_jsonl  # isort: skip
-from echo_builder.sources.x_api import XApiSource  # isort: skip
-from echo_builder.sources.x_graphql import XGraphqlSource  # isort: skip
-from echo_builder.sources.reddit import RedditSource  # isort: skip
-from echo_builder.sources.bluesky import BlueskySource  # isort: skip
-from echo_builder.sources.twscrape import TwscrapeSource  # isort: skip
-from echo_builder.sources.collection import CollectionSource  # isort: skip
-from echo_builder.sources.reader import (  # isort: skip
-    FileSummary,
-    SourceReport,
-    detect_format,
-    read_posts,
-)
+# Re-exported for convenience (the public names of earlier versions). Registration does not depend on these
+# imports: the registry discovers every built-in module, and the detection order is each adapter's `order`.
+from echo_builder.sources.bluesky import BlueskySource
+from echo_builder.sources.collection import CollectionSource
+from echo_builder.sources.jsonl import JsonlSource, write_jsonl
+from echo_builder.sources.reader import FileSummary, SourceReport, detect_format, read_posts
+from echo_builder.sources.reddit import RedditSource
+from echo_builder.sources.twscrape import TwscrapeSource
+from echo_builder.sources.x_api import XApiSource
+from echo_builder.sources.x_graphql import XGraphqlSource
 
 __all__ = [
     "SOURCES",

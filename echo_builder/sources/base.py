@@ -180,7 +180,7 @@ class SourceInfo:
     origin: str = BUILT_IN  # "built-in" or the plugin's distribution ("echo-mastodon 0.1")
 
 
-def _entry(cls: type[SourceAdapter], origin: str) -> Entry[SourceAdapter]:
+def _entry(cls: type[SourceAdapter], origin: str, order: float | None = None) -> Entry[SourceAdapter]:
     return Entry(
         cls.name,
         f"{cls.__module__}:{cls.__qualname__}",
@@ -188,6 +188,7 @@ def _entry(cls: type[SourceAdapter], origin: str) -> Entry[SourceAdapter]:
         None,
         origin,
         MappingProxyType({"reads_folders": bool(cls.reads_folders)}),
+        order,
     )
 
 
@@ -220,23 +221,38 @@ def _adopt(name: str, loaded: Any, origin: str) -> tuple[Entry[SourceAdapter], S
     return _entry(cls, origin), cls()
 
 
-#: Every source format: the built-ins (registered by their own modules, imported by ``echo_builder.sources`` in
-#: detection order), adapters registered with :func:`register_source`, and plugins (entry-point group
-#: ``echo_bench.sources``), which are detected after the others. Objects are adapter instances; entries carry
-#: ``reads_folders`` in their fields.
-SOURCES: Registry[SourceAdapter] = Registry("source", adopt=_adopt, builtins=("echo_builder.sources",))
+#: The modules of ``echo_builder.sources`` that declare no source format (discovery does not import them).
+HELPER_MODULES = ("base", "hf", "prefilter", "reader", "streams")
+
+#: Every source format: the built-ins (one module of ``echo_builder.sources`` each, found by
+#: :func:`~echo_builder.registry.discover_modules` and registered with ``@register_source(order=N)``), adapters
+#: registered with :func:`register_source` at run time, and plugins (entry-point group ``echo_bench.sources``).
+#: Detection asks the built-ins by ``order``, then those registered without one (in registration order), then the
+#: plugins by name. Objects are adapter instances; entries carry ``reads_folders`` in their fields.
+SOURCES: Registry[SourceAdapter] = Registry(
+    "source", adopt=_adopt, package="echo_builder.sources", helpers=HELPER_MODULES
+)
 
 
-def register_source(cls: type[SourceAdapter]) -> type[SourceAdapter]:
-    """Class decorator: register an adapter under ``cls.name``.
+def register_source(cls: type[SourceAdapter] | None = None, *, order: float | None = None) -> Any:
+    """Class decorator, bare or with ``order``: register an adapter under ``cls.name``.
 
-    Auto-detection asks registered adapters in registration order (plugins after the adapters registered in the
-    process) and takes the first that claims a file. Raises :class:`ConfigError` when ``cls`` is not a
-    :class:`SourceAdapter` subclass, its name is empty, or the name is taken by another class.
+    Auto-detection asks the registered adapters in turn and takes the first that claims a file: the built-ins by
+    ``order`` (lower first: ``jsonl`` is 10, ``x_api`` 20, ... ``collection`` 70), then adapters registered
+    without an order in registration order, then plugins by name. A format whose files another format would
+    also claim takes a lower number than that format.
+
+    Raises:
+        ConfigError: ``cls`` is not a :class:`SourceAdapter` subclass, its name is empty, the name is taken by
+            another class, or another built-in has the same ``order``.
     """
-    _check_adapter(cls)
-    SOURCES.add(_entry(cls, BUILT_IN), cls())
-    return cls
+
+    def decorate(adapter: type[SourceAdapter]) -> type[SourceAdapter]:
+        _check_adapter(adapter)
+        SOURCES.add(_entry(adapter, BUILT_IN, order), adapter())
+        return adapter
+
+    return decorate(cls) if cls is not None else decorate
 
 
 def get_source(name: str) -> SourceAdapter:

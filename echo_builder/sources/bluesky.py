@@ -183,7 +183,7 @@ class _View:
         self.embed = next((e for e in embeds if isinstance(e, dict)), None) or get_dict(self.record, "embed")
 
 
-@register_source
+@register_source(order=50)  # detection order among the built-in formats
 class BlueskySource(SourceAdapter):
     """Bluesky post threads, post lists and feeds (see the module docstring)."""
 

@@ -164,7 +164,7 @@ def _source_urls(value: Any) -> list[str]:
     return urls
 
 
-@register_source
+@register_source(order=70)  # detection order among the built-in formats
 class CollectionSource(SourceAdapter):
     """Community prompt collections (see the module docstring)."""
 

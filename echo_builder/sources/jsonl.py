@@ -56,7 +56,7 @@ def _looks_like_post(value: Any) -> bool:
     )
 
 
-@register_source
+@register_source(order=10)  # detection order among the built-in formats
 class JsonlSource(SourceAdapter):
     """JSON Lines of ``Post`` records (see the module docstring)."""
 

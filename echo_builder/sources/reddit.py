@@ -196,7 +196,7 @@ def _permalink(item: dict[str, Any]) -> str | None:
     return link if link.startswith("http") else _BASE + (link if link.startswith("/") else "/" + link)
 
 
-@register_source
+@register_source(order=40)  # detection order among the built-in formats
 class RedditSource(SourceAdapter):
     """Reddit submissions and comments (see the module docstring)."""
 

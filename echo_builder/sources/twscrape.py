@@ -95,7 +95,7 @@ def _media(tweet: dict[str, Any]) -> tuple[MediaRef, ...]:
     return tuple(refs)
 
 
-@register_source
+@register_source(order=60)  # detection order among the built-in formats
 class TwscrapeSource(SourceAdapter):
     """twscrape ``Tweet`` JSON Lines (see the module docstring)."""
 

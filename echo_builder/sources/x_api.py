@@ -109,7 +109,7 @@ def _is_response(value: Any) -> bool:
     return False
 
 
-@register_source
+@register_source(order=20)  # detection order among the built-in formats
 class XApiSource(SourceAdapter):
     """X API v2 responses (see the module docstring)."""
 

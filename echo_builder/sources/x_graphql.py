@@ -194,7 +194,7 @@ def _tweet_id(tweet: dict[str, Any]) -> str | None:
     return as_str(native, "rest_id")
 
 
-@register_source
+@register_source(order=30)  # detection order among the built-in formats
 class XGraphqlSource(SourceAdapter):
     """X web GraphQL responses (see the module docstring)."""
 

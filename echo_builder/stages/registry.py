@@ -22,7 +22,6 @@ raises while running fails the build with a :class:`StageError` naming it (``--s
 
 from __future__ import annotations
 
-import pkgutil
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -263,16 +262,16 @@ def _entry(definition: StageDefinition, origin: str) -> Entry[StageDefinition]:
     return Entry(definition.name, target, definition.description, definition.extra, origin, fields)
 
 
-#: The built-in stage modules: every module of this package (found without importing it), imported once before
-#: the registry is first read. A new built-in stage is one new module here that calls :func:`declare_stage`;
-#: the modules' order is irrelevant (``after`` decides where each stage runs).
-BUILTIN_MODULES = tuple(
-    f"{__package__}.{module.name}"
-    for module in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name)
-    if module.name != "registry" and not module.ispkg
-)
+#: The modules of this package that declare no stage (discovery does not import them; the stage modules do).
+HELPER_MODULES = ("base", "media_http", "media_policy", "registry")
 
-STAGES: Registry[StageDefinition] = Registry("stage", adopt=_adopt, builtins=BUILTIN_MODULES)
+#: Every stage. The built-ins are the modules of this package (found by :func:`~echo_builder.registry.discover_modules`
+#: without importing them, imported once before the registry is first read), each calling :func:`declare_stage`;
+#: a new built-in stage is one new module here. The modules' order is irrelevant (``after`` decides where each
+#: stage runs).
+STAGES: Registry[StageDefinition] = Registry(
+    "stage", adopt=_adopt, package=__package__, helpers=HELPER_MODULES
+)
 
 
 def declare_stage(definition: StageDefinition) -> StageDefinition:
