@@ -10,6 +10,7 @@ other file edited, at the place its ``order`` says.
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import textwrap
 
@@ -17,14 +18,15 @@ import pytest
 from click.testing import CliRunner
 
 from echo_builder import registry as registry_module
-from echo_builder.backends import BACKENDS
+from echo_builder.backends import BACKENDS, create_backend, list_backends
 from echo_builder.cli import cli
 from echo_builder.errors import ConfigError
-from echo_builder.generate import GENERATORS
+from echo_builder.generate import GENERATORS, GenerationRequest, create_generator
 from echo_builder.registry import Registry, discover_modules
 from echo_builder.scoring.registry import METRICS, metric_definitions
 from echo_builder.sources import SOURCES, detect_format, read_posts, registered_sources
 from echo_builder.stages.registry import STAGES
+from tests.conftest import REPO_ROOT
 
 KINDS = {
     "metric": (METRICS, "echo_builder.scoring"),
@@ -221,3 +223,47 @@ def test_order_sorts_builtins_then_unnumbered_then_plugins(monkeypatch):
     with pytest.raises(ConfigError, match="order must be a number"):
         reg.declare("bad", "m:bad", order="1")
     assert "bad" not in reg
+
+
+# ------------------------------------------------------------------ docs/extending.md "Inside the package" examples
+
+
+def _doc_file(path: str) -> str:
+    """The code block that docs/extending.md introduces with ``File `path`:``."""
+    text = (REPO_ROOT / "docs" / "extending.md").read_text(encoding="utf-8")
+    match = re.search(rf"^File `{re.escape(path)}`:\n+```\w*\n(.*?)^```", text, re.M | re.S)
+    assert match, f"docs/extending.md shows no file {path}"
+    return match.group(1)
+
+
+def test_the_documented_built_in_source_is_one_module(drop_module, tmp_path):
+    drop_module(SOURCES, "echo_builder.sources", "mastodon", _doc_file("echo_builder/sources/mastodon.py"))
+    assert [s.name for s in registered_sources()][:8] == [*EXPECTED_ORDER["source"], "mastodon"]
+    path = tmp_path / "statuses.json"
+    path.write_text('[{"uri": "https://m.example/1", "account": {"acct": "ana"}, "content": "hi"}]', "utf-8")
+    assert detect_format(path) == "mastodon"
+    (post,) = read_posts(path).posts
+    assert (post.id, post.author, post.text) == ("web:https://m.example/1", "ana", "hi")
+
+
+def test_the_documented_built_in_backend_is_one_module(drop_module):
+    drop_module(BACKENDS, "echo_builder.backends", "llamacpp", _doc_file("echo_builder/backends/llamacpp.py"))
+    entry = BACKENDS.entry("llamacpp")
+    assert (entry.builtin, entry.order, entry.extra) == (True, 40, "llamacpp")
+    assert "llamacpp" in [b.name for b in list_backends()]
+    backend = create_backend("llamacpp:/models/m.gguf", n_ctx=4096)
+    assert backend.backend_id == "llamacpp:/models/m.gguf" and backend.n_ctx == 4096
+    assert "llama_cpp" not in sys.modules  # the heavy import waits for the first call
+
+
+def test_the_documented_built_in_generator_is_one_module(drop_module):
+    drop_module(GENERATORS, "echo_builder.generate", "flat", _doc_file("echo_builder/generate/flat.py"))
+    assert GENERATORS.names()[:4] == [*EXPECTED_ORDER["generator"], "flat"]
+    (result,) = create_generator("flat:red", size=2).generate_batch([GenerationRequest("s", "p")])
+    assert result.status == "ok" and result.image.getpixel((1, 1)) == (255, 0, 0)
+
+
+def test_the_documented_built_in_metric_is_one_module(drop_module):
+    drop_module(METRICS, "echo_builder.scoring", "contrast", _doc_file("echo_builder/scoring/contrast.py"))
+    assert [d.name for d in metric_definitions()][:6] == [*EXPECTED_ORDER["metric"], "contrast_shift"]
+    assert METRICS.entry("contrast_shift").order == 60

@@ -368,12 +368,12 @@ def metric_definition(name: str) -> MetricDefinition:
 
 
 def metric_definitions() -> list[MetricDefinition]:
-    """Every registered metric (built-ins in declaration order, then plugins by name)."""
+    """Every registered metric (built-ins by their declared `order`, then plugins by name)."""
     return [METRICS.get(name) for name in METRICS.names()]
 
 
 def applicability_flags(definitions: Sequence[MetricDefinition] | None = None) -> tuple[str, ...]:
-    """The distinct applicability flags of the metrics, in declaration order (the benchmark's flag columns)."""
+    """The distinct applicability flags of the metrics, in metric order (the benchmark's flag columns)."""
     flags: list[str] = []
     for definition in metric_definitions() if definitions is None else definitions:
         if definition.applicability_flag and definition.applicability_flag not in flags:

@@ -117,7 +117,7 @@ class _NeedsInputs(_RegistryView, Set[str]):
         return len(self._set())
 
 
-#: Registered metric names, in declaration order (a live view of the metric registry).
+#: Registered metric names, in metric order (built-ins by declared `order`; a live view of the metric registry).
 METRIC_NAMES: Sequence[str] = _MetricNames()
 #: Which applicability flag of a sample governs each metric (a live view of the metric registry).
 APPLICABILITY_FLAG: Mapping[str, str] = _FlagMap()

@@ -267,7 +267,7 @@ def get_source(name: str) -> SourceAdapter:
 
 
 def registered_sources() -> list[SourceAdapter]:
-    """Registered adapters in detection order: those registered in the process first, then plugins."""
+    """Registered adapters in detection order: the built-ins by `order`, those registered without one, then plugins."""
     entries = sorted(SOURCES.entries(), key=lambda e: not e.builtin)  # stable: keeps registration order
     return [SOURCES.get(e.name) for e in entries]
 
