@@ -185,6 +185,7 @@ class Registry(Generic[T]):
         self._points: dict[str, str] = {}  # plugin name -> its entry point's "module:attribute"
         self._plugins_loaded = False
         self._builtins_imported = False
+        self._importing_builtins = False
         self._lock = threading.RLock()
         _REGISTRIES[kind] = self
 
@@ -308,18 +309,23 @@ class Registry(Generic[T]):
         if self._builtins_imported:
             return
         with self._lock:
-            if self._builtins_imported:
+            # a built-in module that reads the registry while it is imported gets what is declared so far
+            if self._builtins_imported or self._importing_builtins:
                 return
-            for module in self.builtin_modules():
-                try:
-                    importlib.import_module(module)
-                except Exception as exc:
-                    raise ImportError(
-                        f"echo-bench's built-in {self.kind} module {module} failed to import: "
-                        f"{type(exc).__name__}: {exc}",
-                        name=module,
-                    ) from exc
-            self._builtins_imported = True
+            self._importing_builtins = True
+            try:
+                for module in self.builtin_modules():
+                    try:
+                        importlib.import_module(module)
+                    except Exception as exc:
+                        raise ImportError(
+                            f"echo-bench's built-in {self.kind} module {module} failed to import: "
+                            f"{type(exc).__name__}: {exc}",
+                            name=module,
+                        ) from exc
+                self._builtins_imported = True
+            finally:
+                self._importing_builtins = False
 
     def _ready(self) -> None:
         if self._builtins_imported and self._plugins_loaded:

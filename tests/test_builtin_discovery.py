@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import subprocess
 import sys
 import textwrap
 
@@ -267,3 +268,19 @@ def test_the_documented_built_in_metric_is_one_module(drop_module):
     drop_module(METRICS, "echo_builder.scoring", "contrast", _doc_file("echo_builder/scoring/contrast.py"))
     assert [d.name for d in metric_definitions()][:6] == [*EXPECTED_ORDER["metric"], "contrast_shift"]
     assert METRICS.entry("contrast_shift").order == 60
+
+
+def test_discovering_every_builtin_imports_no_heavy_dependency():
+    code = (
+        "import sys\n"
+        "from echo_builder.registry import all_registries\n"
+        "sizes = {kind: len(r.names()) for kind, r in all_registries().items()}\n"
+        "heavy = [m for m in ('torch', 'transformers', 'openai', 'accelerate', 'datasets', 'timm', 'dlib', "
+        "'onnxruntime', 'rapidocr_onnxruntime', 'gradio', 'diffusers', 'evaluate') if m in sys.modules]\n"
+        "print(sorted(sizes), min(sizes.values()), ','.join(heavy))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120, cwd=REPO_ROOT
+    )
+    # every kind read (at least 3 built-ins each), and the heavy list after the count is empty
+    assert done.stdout.strip() == "['backend', 'generator', 'metric', 'source', 'stage'] 3"
