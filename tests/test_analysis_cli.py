@@ -59,6 +59,22 @@ def test_subset_statistics_intervals_contain_their_means():
         diversity(prompts, sample_size=41)
 
 
+def test_intervals_contain_their_means_when_the_subset_values_are_lumpy():
+    # 199 prompts start "change the", one starts "add a": a pair of prompts holds 2 first bigrams in ~1% of the
+    # subsets, so both percentiles are 1.0 while the mean is above 1 (it was reported outside [1.0, 1.0])
+    prompts = [f"change the cat {i}" for i in range(199)] + ["add a dog"]
+    stats = diversity(prompts, sample_size=2, n_boot=1000, seed=0)
+    at = stats["at_sample_size"]["unique_first_bigrams"]
+    assert 1.0 < at["mean"] < 1.05
+    assert at["ci"] == [1.0, at["mean"]]
+    for name in ("distinct_1", "distinct_2"):
+        low, high = stats["at_sample_size"][name]["ci"]
+        assert low <= stats["at_sample_size"][name]["mean"] <= high
+    # one long prompt among many short ones: the bootstrap mean's interval holds the full-set mean
+    lumpy = diversity(["a b"] * 300 + ["w " * 500], n_boot=200, seed=0)
+    assert lumpy["mean_words_ci"][0] <= lumpy["mean_words"] <= lumpy["mean_words_ci"][1]
+
+
 def test_activity_days_relative_to_launch():
     from datetime import date
 

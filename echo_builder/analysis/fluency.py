@@ -164,11 +164,10 @@ class CausalLM:
             return result
         mean_nll = float(np.concatenate(scored).mean())
         per_prompt = np.array([math.exp(float(a.mean())) for a in scored])
-        from echo_builder.analysis.diversity import bootstrap_means
+        from echo_builder.analysis.diversity import bootstrap_means, interval
 
         boot = bootstrap_means(per_prompt, n_boot, np.random.default_rng(seed))
-        alpha = (1.0 - ci) / 2.0
-        low, high = np.quantile(boot, [alpha, 1.0 - alpha])
+        low, high = interval(boot, ci, float(per_prompt.mean()))
         result.update(
             perplexity=math.exp(mean_nll),
             mean_nll=mean_nll,
