@@ -249,6 +249,46 @@ def test_feedback_as_one_string_or_a_number_and_repeated_ids(tmp_path):
     assert_md_matches_json(out, doc)
 
 
+def test_example_quotes_carry_no_account_of_a_real_user(tmp_path):
+    """A benchmark that was not pseudonymised (an import, a hand-made folder): handles, post and profile URLs
+    are masked in the report's examples, in analysis.md and in analysis.json alike."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "bench"
+    (folder / "image_to_image").mkdir(parents=True)
+    feedback = [
+        "@RealPerson it turned everything yellow, see https://x.com/RealPerson/status/19",
+        "the face changed, compare bsky.app/profile/real.bsky.social and u/someone_else's try",
+        "thanks @user_1a2b3c4d, still yellow",  # a build's pseudonym stays as it is
+    ]
+    pq.write_table(
+        pa.table(
+            {
+                "id": ["s1", "s2", "s3"],
+                "prompt": ["make the photo warmer @RealPerson", "restyle her portrait", "add a hat"],
+                "community_feedback": [[f] for f in feedback],
+            }
+        ),
+        folder / "image_to_image" / "test-00000-of-00001.parquet",
+    )
+    out = tmp_path / "out"
+    assert _run("analyze", folder, "--out", out, "--n-boot", "10").exit_code == 0
+    report = (out / "analysis.md").read_text()
+    document = (out / "analysis.json").read_text()
+    for text in (report, document):
+        for account in ("RealPerson", "real.bsky.social", "someone_else"):
+            assert account not in text
+    doc = json.loads(document)
+    color = next(c for c in doc["failures"]["categories"] if c["category"] == "color_drift")
+    assert [e["text"] for e in color["examples"]] == [
+        "@user it turned everything yellow, see https://x.com/user/status/19",
+        "thanks @user_1a2b3c4d, still yellow",
+    ]
+    assert "https://x.com/user/status/19" in report
+    assert "thanks @user_1a2b3c4d, still yellow" in report
+
+
 # -- the output folder: links, read-only folders, a full disk (as every writing command) -----------------------
 from tests.reliability.test_outdir import read_only  # noqa: E402, F401  (the fixture)
 

@@ -2,7 +2,8 @@
 
 The Markdown report is rendered from the JSON document after its floats are rounded (:func:`rounded`), so every
 number in ``analysis.md`` is the one in ``analysis.json``, written the same way. Quotes are users' words from the
-dataset (already pseudonymised at build time); any ``@handle`` left in them is masked, and Markdown/HTML control
+dataset (already pseudonymised at build time); any account left in them (``@handle``, a post or profile URL with a
+handle, a DID) is masked as ``user`` (:func:`mask_accounts`), and Markdown/HTML control
 characters are escaped so a quote cannot change the report's layout.
 
 Plots use matplotlib's object API with the Agg canvas (no display, no global state) and are written atomically
@@ -16,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PLOTS", "render_markdown", "rounded", "write_plots"]
+__all__ = ["PLOTS", "mask_accounts", "render_markdown", "rounded", "write_plots"]
 
 #: Decimal places kept in analysis.json (and so in analysis.md).
 DECIMALS = 4
@@ -27,7 +28,19 @@ PLOTS = {
     "diversity": "plots/diversity.png",
     "activity": "plots/activity.png",
 }
-_HANDLE = re.compile(r"(?<![\w@])@(?!user_[0-9a-f]{8}\b)[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_PSEUDONYM = re.compile(r"user_[0-9a-f]{8}\b")
+
+
+def mask_accounts(text: str) -> str:
+    """``text`` with every account identifier masked as ``user``: ``@alice`` -> ``@user``,
+    ``https://x.com/alice/status/1`` -> ``https://x.com/user/status/1``, Bluesky profiles, DIDs, Reddit's ``u/name``
+    (the identifiers :func:`echo_dataset.pseudonym.pseudonymize_text` finds). Pseudonyms a build already wrote
+    (``user_1a2b3c4d``) are kept, so a benchmark imported with real handles and a pseudonymised build both give a
+    report without a real account in it."""
+    from echo_dataset.pseudonym import pseudonymize_text
+
+    kept = set(_PSEUDONYM.findall(text))
+    return _PSEUDONYM.sub(lambda m: m[0] if m[0] in kept else "user", pseudonymize_text(text))
 
 
 def rounded(value: Any) -> Any:
@@ -47,8 +60,7 @@ def rounded(value: Any) -> Any:
 
 def quote(text: str, limit: int = 200) -> str:
     """A user's words made safe for the report: one line, handles masked, Markdown and HTML escaped."""
-    one = " ".join(str(text).split())
-    one = _HANDLE.sub("@user", one)
+    one = mask_accounts(" ".join(str(text).split()))
     if len(one) > limit:
         one = one[: limit - 1] + "…"
     for char in ("\\", "`", "*", "[", "]", "|", "#"):

@@ -21,7 +21,7 @@ from echo_builder.analysis import activity as activity_mod
 from echo_builder.analysis.diversity import diversity
 from echo_builder.analysis.inputs import Benchmark, read_benchmark, read_prompt_file
 from echo_builder.analysis.labelling import Category, Item, LabellingResult, load_prompt
-from echo_builder.analysis.report import render_markdown, rounded, write_plots
+from echo_builder.analysis.report import mask_accounts, render_markdown, rounded, write_plots
 from echo_builder.analysis.tasks import TASKS, label_tasks
 from echo_builder.analysis.taxonomy import CATEGORIES, FAILURE_KINDS, label_feedback
 from echo_builder.errors import ConfigError
@@ -79,8 +79,8 @@ def _aggregate(
                     {
                         "item_id": labelled.item.item_id,
                         "config": labelled.item.config,
-                        "evidence": label.evidence,
-                        "text": labelled.item.text,
+                        "evidence": mask_accounts(label.evidence),
+                        "text": mask_accounts(labelled.item.text),
                     }
                 )
     rows = []
