@@ -130,6 +130,18 @@ def test_open_labels_fold_onto_the_taxonomy_or_stay_open():
     assert normalise_label("Colour-Drift!") == "colour drift"
 
 
+def test_labels_in_other_scripts_are_folded_or_kept_open_never_dropped():
+    """An LLM answering in the feedback's language: a Chinese or accented label was normalised to nothing (or
+    to a mangled ASCII name) and the complaint silently became "no label"."""
+    assert normalise_label("Dérive de couleur") == "dérive de couleur"
+    assert fold("颜色偏黄", CATEGORIES) == ("color_drift", True)  # the lexicon's Chinese keyword
+    assert fold("人脸变了", CATEGORIES) == ("identity_shift", True)
+    assert fold("文字错误", CATEGORIES) == ("文字错误", False)  # kept as an open category
+    assert fold("Dérive de couleur", CATEGORIES) == ("dérive_de_couleur", False)
+    assert fold("虚拟试穿", TASKS) == ("virtual_try_on", True)
+    assert fold("—", CATEGORIES) == ("", False)  # nothing but punctuation is no label
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

@@ -157,9 +157,10 @@ class LabellingResult:
 
 
 def normalise_label(label: str) -> str:
-    """``label`` lowercased, with every run of non-alphanumeric characters one space: ``"Colour-Drift!"`` ->
-    ``"colour drift"``."""
-    return " ".join(re.sub(r"[^0-9a-z]+", " ", label.lower()).split())
+    """``label`` lowercased, with every run of characters other than (Unicode) letters and digits one space:
+    ``"Colour-Drift!"`` -> ``"colour drift"``, ``"Dérive de couleur"`` -> ``"dérive de couleur"``; a label in
+    Chinese or any other script keeps its letters (``"颜色偏黄"``), so it is folded or kept open, never lost."""
+    return " ".join(re.sub(r"[\W_]+", " ", label.lower()).split())
 
 
 def fold(label: str, categories: Sequence[Category]) -> tuple[str, bool]:
