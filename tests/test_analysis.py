@@ -228,3 +228,28 @@ def test_shared_data_rules_build_with_reference_sets(shared_data, tmp_path):
         len(_prompts(build, c)) for c in ("text_to_image", "image_to_image", "analysis")
     )
     assert any(t["new_task"] for t in tasks["tasks"])
+
+
+def test_plots_count_in_whole_numbers_and_leave_a_missing_perplexity_out(
+    demo_analysis, tmp_path, monkeypatch
+):
+    """Counts and days get whole-number ticks (no "1.5 samples"); a set without a perplexity gets no bar, where
+    a 0 would read as the most fluent set."""
+    import math
+
+    from echo_builder.analysis import report
+
+    _, doc = demo_analysis
+    doc = json.loads(json.dumps(doc))
+    names = [s["name"] for s in doc["diversity"]["sets"]]
+    doc["fluency"]["sets"] = [{"name": names[0], "perplexity": 12.5}]  # the other sets were not scored
+    figures = {}
+    monkeypatch.setattr(report, "_save", lambda fig, root, relative: figures.__setitem__(relative, fig))
+    report.write_plots(doc, tmp_path)
+    for key, axis in (("failures", "x"), ("tasks", "x"), ("activity", "x"), ("activity", "y")):
+        ax = figures[report.PLOTS[key]].axes[0]
+        ticks = ax.get_xticks() if axis == "x" else ax.get_yticks()
+        assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), (key, axis, ticks)
+    perplexity = figures[report.PLOTS["diversity"]].axes[2]
+    heights = [bar.get_height() for bar in perplexity.patches]
+    assert heights[0] == 12.5 and all(math.isnan(h) for h in heights[1:]) and len(heights) == len(names)

@@ -265,6 +265,13 @@ def _save(fig: Any, root: Path, relative: str) -> None:
 _PLAIN = {"parse_math": False}
 
 
+def _whole_numbers(axis: Any) -> None:
+    """Ticks at whole numbers only: counts and days have no halves."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
 def write_plots(doc: dict[str, Any], root: Path) -> dict[str, str]:
     """Draw the four plots of ``doc`` into ``root/plots``; returns ``{key: relative path}`` of those written
     (a plot with nothing to show is not written)."""
@@ -279,6 +286,7 @@ def write_plots(doc: dict[str, Any], root: Path) -> dict[str, str]:
         ax.barh(range(len(names)), counts, color=colors)
         ax.set_yticks(range(len(names)), names, **_PLAIN)
         ax.set_xlabel("feedback texts")
+        _whole_numbers(ax.xaxis)
         ax.set_title("Failure categories (blue: a metric measures it; orange: no metric yet)", fontsize=9)
         _save(fig, root, PLOTS["failures"])
         written["failures"] = PLOTS["failures"]
@@ -294,6 +302,7 @@ def write_plots(doc: dict[str, Any], root: Path) -> dict[str, str]:
         )
         ax.set_yticks(range(len(names)), names, **_PLAIN)
         ax.set_xlabel("prompts")
+        _whole_numbers(ax.xaxis)
         ax.set_title("Tasks (green: new tasks ECHO surfaced)", fontsize=9)
         _save(fig, root, PLOTS["tasks"])
         written["tasks"] = PLOTS["tasks"]
@@ -313,16 +322,16 @@ def write_plots(doc: dict[str, Any], root: Path) -> dict[str, str]:
         ]
         ax.bar(range(len(names)), means, yerr=err, color="#2b7bba", capsize=3)
         ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7, **_PLAIN)
-        ax.set_title(f"unique first bigrams (n={doc['diversity']['sample_size']})", fontsize=9)
+        ax.set_title(f"unique first bigrams per {doc['diversity']['sample_size']} prompts", fontsize=9)
         ax = fig.add_subplot(1, panels, 2)
         ax.bar(range(len(names)), [s["distinct_2"] or 0 for s in sets], color="#7570b3")
         ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7, **_PLAIN)
         ax.set_title("distinct-2 (all prompts)", fontsize=9)
         if flu:
             ax = fig.add_subplot(1, panels, 3)
-            ax.bar(
-                range(len(names)), [(flu.get(n) or {}).get("perplexity") or 0 for n in names], color="#e7298a"
-            )
+            # a set without a perplexity gets no bar (a 0 would read as the most fluent)
+            values = [(flu.get(n) or {}).get("perplexity") for n in names]
+            ax.bar(range(len(names)), [math.nan if v is None else v for v in values], color="#e7298a")
             ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7, **_PLAIN)
             ax.set_title("perplexity (lower: more fluent)", fontsize=9)
         _save(fig, root, PLOTS["diversity"])
@@ -334,6 +343,8 @@ def write_plots(doc: dict[str, Any], root: Path) -> dict[str, str]:
         ax.bar([d["day"] for d in days], [d["samples"] for d in days], color="#66a61e")
         ax.set_xlabel(f"days since the {doc['activity']['reference']}")
         ax.set_ylabel("samples")
+        _whole_numbers(ax.xaxis)
+        _whole_numbers(ax.yaxis)
         ax.set_title("Activity over time", fontsize=9)
         _save(fig, root, PLOTS["activity"])
         written["activity"] = PLOTS["activity"]
