@@ -75,6 +75,29 @@ def test_intervals_contain_their_means_when_the_subset_values_are_lumpy():
     assert lumpy["mean_words_ci"][0] <= lumpy["mean_words"] <= lumpy["mean_words_ci"][1]
 
 
+def test_a_sample_size_above_a_small_set_compares_the_others(bench, tmp_path):
+    """docs/analysis.md advises --sample-size when one set is tiny; it used to be refused as soon as any set was
+    smaller. The small set now keeps its full-set values with n/a at the common size."""
+    reference = tmp_path / "ref.txt"
+    reference.write_text("\n".join(f"{w} the {i}" for i, w in enumerate(["add", "make", "turn"] * 4)))
+    out = tmp_path / "out"
+    result = _run(
+        "analyze", bench, "--out", out, "--compare", reference, "--sample-size", "8", "--n-boot", "20"
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "analysis.json").read_text())
+    sets = {s["name"]: s for s in doc["diversity"]["sets"]}
+    assert doc["diversity"]["sample_size"] == 8
+    small = sets["build:image_to_image"]  # the bench's 5 prompts
+    assert small["n_prompts"] == 5 and small["unique_first_bigrams"] == 2 and small["sample_size"] is None
+    assert small["at_sample_size"]["unique_first_bigrams"] == {"mean": None, "ci": [None, None]}
+    ref = sets["ref"]
+    assert ref["sample_size"] == 8 and ref["at_sample_size"]["unique_first_bigrams"]["mean"] == 3.0
+    markdown = (out / "analysis.md").read_text()
+    assert "without a value at it (n/a): build:image_to_image." in markdown
+    assert_md_matches_json(out, doc)
+
+
 def test_activity_days_relative_to_launch():
     from datetime import date
 
@@ -162,7 +185,10 @@ def test_another_commands_output_folder_is_refused(bench, tmp_path):
         (["--backend", "nosuch:model"], ["nosuch"]),
         (["--backend", "rules", "-o", "temperature=0"], ["rules backend takes no options"]),
         (["--base-url", "http://127.0.0.1:1/v1"], ["--base-url applies to an openai: labeller only"]),
-        (["--sample-size", "99"], ["--sample-size 99", "smallest prompt set (5 prompts)"]),
+        (
+            ["--sample-size", "99"],
+            ["--sample-size 99", "larger than every prompt set (the largest has 5 prompts)"],
+        ),
         (["--n-boot", "0"], ["--n-boot"]),
         (["--lm-option", "batch_size=4"], ["--lm-option needs --lm"]),
         (["--lm", "x", "--lm-option", "colour=red"], ["unknown key(s) colour"]),

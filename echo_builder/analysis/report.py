@@ -166,6 +166,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
     add(
         f"Subset statistics at a common size of {_n(div['sample_size'])} prompts ({_n(div['n_boot'])} subsets)."
     )
+    smaller = [r["name"] for r in div["sets"] if r["sample_size"] is None]
+    if smaller:
+        add(
+            "Smaller than the common size, so without a value at it (n/a): "
+            + ", ".join(_cell(n) for n in smaller)
+            + "."
+        )
     add("")
     add(
         "| prompt set | prompts | unique first bigrams | at common size | interval | distinct-1 | distinct-2 | "
@@ -313,12 +320,12 @@ def write_plots(doc: dict[str, Any], root: Path) -> dict[str, str]:
         fig = _figure(3.2 * panels, 3.4)
         names = [s["name"] for s in sets]
         ax = fig.add_subplot(1, panels, 1)
-        means = [s["at_sample_size"]["unique_first_bigrams"]["mean"] or 0 for s in sets]
-        lows = [s["at_sample_size"]["unique_first_bigrams"]["ci"][0] or 0 for s in sets]
-        highs = [s["at_sample_size"]["unique_first_bigrams"]["ci"][1] or 0 for s in sets]
+        at = [s["at_sample_size"]["unique_first_bigrams"] for s in sets]
+        # a set smaller than --sample-size has no value at the common size: no bar rather than a 0
+        means = [math.nan if a["mean"] is None else a["mean"] for a in at]
         err = [
-            [max(m - lo, 0) for m, lo in zip(means, lows, strict=False)],
-            [max(h - m, 0) for m, h in zip(means, highs, strict=False)],
+            [0.0 if a["mean"] is None else max(a["mean"] - a["ci"][0], 0) for a in at],
+            [0.0 if a["mean"] is None else max(a["ci"][1] - a["mean"], 0) for a in at],
         ]
         ax.bar(range(len(names)), means, yerr=err, color="#2b7bba", capsize=3)
         ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7, **_PLAIN)
