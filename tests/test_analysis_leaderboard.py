@@ -260,3 +260,17 @@ def test_parse_by():
     assert parse_by(["task", "metrics=m"]) == {"task": None, "metrics": "m"}
     with pytest.raises(Exception, match="twice"):
         parse_by(["task", "task=x"])
+
+
+def test_labels_of_another_benchmark_are_refused_not_grouped_as_no_task(run, tmp_path):
+    out, _ = run
+    other = make_benchmark(tmp_path / "other", "text_to_image", [{"id": "x1", "prompt": "a receipt for $3"}])
+    analysis = tmp_path / "analysis"
+    assert _cli("analyze", other, "--out", analysis, "--n-boot", "10").exit_code == 0
+    result = CliRunner().invoke(cli, ["leaderboard", str(out), "--by", f"task={analysis}"])
+    assert result.exit_code == 1 and result.output.startswith("error: --by task: the labels name none")
+    assert "15 prompts" in result.output and "1 other samples" in result.output
+    # labels of some of the run's prompts: the others are the group (no task)
+    table = leaderboard_by_task(out, {"s00": "document_generation"}, n_boot=20)
+    assert set(table["task"]) == {"document_generation", "(no task)"}
+    assert table.loc[table["task"] == "(no task)", "n_prompts"].iloc[0] == 14

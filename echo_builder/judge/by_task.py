@@ -147,7 +147,8 @@ def leaderboard_by_task(
         win rate.
 
     Raises:
-        ConfigError: an empty run, or ``run.json`` without its benchmark when ``labels`` is ``None``.
+        ConfigError: an empty run, ``run.json`` without its benchmark when ``labels`` is ``None``, or ``labels``
+            that name none of the run's prompts (the analysis of another benchmark).
     """
     from echo_builder.stats import bootstrap_win_rates
 
@@ -164,6 +165,11 @@ def leaderboard_by_task(
     columns = ["task", "model", "win_rate", "ci_low", "ci_high", "n_prompts", "n_comparisons", "small"]
     if comparisons.empty:
         return pd.DataFrame(columns=columns)
+    if labels and not comparisons["sample_id"].isin(list(labels)).any():
+        raise ConfigError(
+            f"--by task: the labels name none of the run's {comparisons['sample_id'].nunique()} prompts (they "
+            f"label {len(labels)} other samples); give the echo-bench analyze folder of this run's benchmark"
+        )
     tasks = comparisons["sample_id"].map(lambda s: labels.get(s) or NO_TASK)
     frames = []
     for task, group in comparisons.groupby(tasks, sort=False):
