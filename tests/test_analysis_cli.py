@@ -112,6 +112,14 @@ def test_activity_days_relative_to_launch():
     assert [(d["day"], d["samples"]) for d in act["days"]] == [(-1, 1), (0, 1), (1, 0), (2, 1)]
     assert act["undated"] == {"a": 1, "b": 1} and act["peak_day"] == -1
     assert parse_time("2025-06-10T02:00:00+02:00").hour == 0
+    # what the source adapters read: X's legacy format and Unix seconds (a hand-made or imported benchmark)
+    legacy = activity(
+        [("a", "Wed Jun 11 19:22:10 +0000 2025"), ("a", 1749513600), ("a", "1749513599")], date(2025, 6, 10)
+    )
+    assert [(d["day"], d["samples"]) for d in legacy["days"]] == [(-1, 1), (0, 1), (1, 1)] and not legacy[
+        "undated"
+    ]
+    assert parse_time(True) is None and parse_time("  ") is None and parse_time(float("nan")) is None
     first = activity(rows, None)
     assert first["reference"] == "first post" and first["origin"] == "2025-06-09"
 
