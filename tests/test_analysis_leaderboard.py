@@ -208,9 +208,30 @@ def test_joined_table_puts_metrics_beside_win_rates(run, tmp_path):
     metrics = tmp_path / "metrics"
     metrics.mkdir()
     summary = [
-        {"model": "green", "metric": "color_shift", "mean": 3.5, "n": 12, "n_nan": 3},
-        {"model": "red", "metric": "color_shift", "mean": 40.25, "n": 11, "n_nan": 4},
-        {"model": "red", "metric": "text_rendering", "mean": None, "n": 0, "n_nan": 15},
+        {
+            "model": "green",
+            "metric": "color_shift",
+            "mean": 3.5,
+            "n": 12,
+            "n_nan": 3,
+            "higher_is_better": False,
+        },
+        {
+            "model": "red",
+            "metric": "color_shift",
+            "mean": 40.25,
+            "n": 11,
+            "n_nan": 4,
+            "higher_is_better": False,
+        },
+        {
+            "model": "red",
+            "metric": "text_rendering",
+            "mean": None,
+            "n": 0,
+            "n_nan": 15,
+            "higher_is_better": True,
+        },
     ]
     (metrics / "summary.json").write_text(json.dumps({"summary": summary}))
     table = joined_table(out, metrics, n_boot=100)
@@ -222,6 +243,7 @@ def test_joined_table_puts_metrics_beside_win_rates(run, tmp_path):
         assert r["ci_low"] <= r["win_rate"] <= r["ci_high"]
     printed = _cli("leaderboard", out, "--by", f"metrics={metrics}", "--n-boot", "100")
     assert printed.exit_code == 0 and "3.500 (n=12)" in printed.stdout
+    assert "(color_shift: lower is better; text_rendering: higher is better)" in printed.stdout
     markdown = _cli(
         "leaderboard", out, "--by", f"metrics={metrics}", "--format", "markdown", "--n-boot", "100"
     )

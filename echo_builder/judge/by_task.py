@@ -198,6 +198,7 @@ def joined_table(
     Returns:
         Columns ``model``, ``win_rate``, ``ci_low``, ``ci_high``, ``n_comparisons``, then per metric ``<metric>``
         (mean over the applicable samples scored; NaN when none) and ``<metric>_n``; models of either table.
+        ``attrs["higher_is_better"]``: each metric's direction, as the metrics summary gives it.
 
     Raises:
         ConfigError: no ``summary.json`` in ``metrics_dir``, or it is not a metrics summary.
@@ -208,6 +209,11 @@ def joined_table(
     try:
         summary = json.loads(file.read_text(encoding="utf-8"))["summary"]
         rows = [(str(r["model"]), str(r["metric"]), r.get("mean"), int(r.get("n") or 0)) for r in summary]
+        direction = {
+            str(r["metric"]): r["higher_is_better"]
+            for r in summary
+            if isinstance(r.get("higher_is_better"), bool)
+        }
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"--by metrics={metrics_dir}: no readable summary.json of an echo-bench metrics run ({exc})"
@@ -228,9 +234,11 @@ def joined_table(
             entry[metric] = float(mean) if isinstance(mean, (int, float)) else float("nan")
             entry[f"{metric}_n"] = n
         judge = judge.merge(pd.DataFrame(list(wide.values())), on="model", how="outer")
-    return judge.sort_values("win_rate", ascending=False, na_position="last", kind="stable").reset_index(
+    out = judge.sort_values("win_rate", ascending=False, na_position="last", kind="stable").reset_index(
         drop=True
     )
+    out.attrs["higher_is_better"] = direction
+    return out
 
 
 def _strict(value: Any) -> Any:
@@ -320,6 +328,17 @@ def print_by(
                 and not c.endswith("_n")
             ]
             click.echo("Judge win rate beside the community metrics (mean over applicable samples, n)")
+            direction = table.attrs.get("higher_is_better", {})
+            if direction:
+                click.echo(
+                    "  ("
+                    + "; ".join(
+                        f"{m}: {'higher' if direction[m] else 'lower'} is better"
+                        for m in metric_cols
+                        if m in direction
+                    )
+                    + ")"
+                )
             header = f"  {'model':<24} {'win rate':>8}  {'95% CI':<15}" + "".join(
                 f" {m[:20]:>20}" for m in metric_cols
             )
