@@ -296,3 +296,14 @@ def test_labels_of_another_benchmark_are_refused_not_grouped_as_no_task(run, tmp
     table = leaderboard_by_task(out, {"s00": "document_generation"}, n_boot=20)
     assert set(table["task"]) == {"document_generation", "(no task)"}
     assert table.loc[table["task"] == "(no task)", "n_prompts"].iloc[0] == 14
+
+
+def test_a_run_whose_benchmark_moved_is_one_error_line(run, tmp_path):
+    out, _ = run
+    meta = json.loads((out / "run.json").read_text())
+    meta["benchmark"] = str(tmp_path / "moved-away")
+    (out / "run.json").write_text(json.dumps(meta))
+    result = CliRunner().invoke(cli, ["leaderboard", str(out), "--by", "task"])
+    assert result.exit_code == 1 and result.output.startswith("error: "), result.output
+    assert result.output.count("\n") == 1 and "moved-away" in result.output
+    assert "--by task=ANALYSIS_DIR" in result.output

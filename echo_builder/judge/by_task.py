@@ -160,7 +160,13 @@ def leaderboard_by_task(
             raise ConfigError(
                 f"{run_dir}: run.json does not name its benchmark; give the labels: --by task=ANALYSIS_DIR"
             ) from None
-        labels = rules_task_labels(benchmark, config)
+        try:
+            labels = rules_task_labels(benchmark, config)
+        except FileNotFoundError as exc:  # the benchmark moved, or a relative path from another folder
+            raise ConfigError(
+                f"{exc}: the benchmark named in {run_dir}/run.json cannot be read for the rules task labels; "
+                "give the labels: --by task=ANALYSIS_DIR"
+            ) from None
     comparisons = run_comparisons(run_dir, missing=missing)
     columns = ["task", "model", "win_rate", "ci_low", "ci_high", "n_prompts", "n_comparisons", "small"]
     if comparisons.empty:
