@@ -193,12 +193,16 @@ def render_markdown(doc: dict[str, Any]) -> str:
     else:
         add(f"Perplexity under `{_cell(flu['model'])}` (lower is more fluent):")
         add("")
-        add("| prompt set | prompts scored | tokens | perplexity | mean prompt perplexity | interval |")
-        add("|---|---:|---:|---:|---:|---|")
+        add(
+            "| prompt set | prompts scored | cut to the context | tokens | perplexity | mean prompt perplexity | "
+            "interval |"
+        )
+        add("|---|---:|---:|---:|---:|---:|---|")
         for row in flu["sets"]:
             add(
-                f"| {_cell(row['name'])} | {_n(row['n_scored'])} | {_n(row['tokens'])} | {_n(row['perplexity'])} | "
-                f"{_n(row['mean_prompt_perplexity'])} | {_ci(row['mean_prompt_perplexity_ci'])} |"
+                f"| {_cell(row['name'])} | {_n(row['n_scored'])} | {_n(row['truncated'])} | {_n(row['tokens'])} | "
+                f"{_n(row['perplexity'])} | {_n(row['mean_prompt_perplexity'])} | "
+                f"{_ci(row['mean_prompt_perplexity_ci'])} |"
             )
 
     act = doc["activity"]

@@ -158,7 +158,13 @@ def assert_md_tables_equal_json(markdown: str, doc: dict[str, Any]) -> None:
     if doc["fluency"]["model"] is not None:
         assert len(div[1]) == len(doc["fluency"]["sets"])
         for row, st in zip(div[1], doc["fluency"]["sets"], strict=True):
-            values = [st["n_scored"], st["tokens"], st["perplexity"], st["mean_prompt_perplexity"]]
+            values = [
+                st["n_scored"],
+                st["truncated"],
+                st["tokens"],
+                st["perplexity"],
+                st["mean_prompt_perplexity"],
+            ]
             for cell, value in zip(row[1:], [*values, st["mean_prompt_perplexity_ci"]], strict=True):
                 check(f"perplexity {st['name']}", cell, value)
     else:
