@@ -250,6 +250,11 @@ def test_plots_count_in_whole_numbers_and_leave_a_missing_perplexity_out(
         ax = figures[report.PLOTS[key]].axes[0]
         ticks = ax.get_xticks() if axis == "x" else ax.get_yticks()
         assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), (key, axis, ticks)
+    # distinct-2 is drawn at the common size, as the docs say sets are to be compared (not the full-set value)
+    distinct = figures[report.PLOTS["diversity"]].axes[1]
+    expected = [s["at_sample_size"]["distinct_2"]["mean"] for s in doc["diversity"]["sets"]]
+    assert [bar.get_height() for bar in distinct.patches] == expected
+    assert "per " in distinct.get_title()
     perplexity = figures[report.PLOTS["diversity"]].axes[2]
     heights = [bar.get_height() for bar in perplexity.patches]
     assert heights[0] == 12.5 and all(math.isnan(h) for h in heights[1:]) and len(heights) == len(names)

@@ -323,21 +323,26 @@ def write_plots(doc: dict[str, Any], root: Path) -> dict[str, str]:
         panels = 3 if flu else 2
         fig = _figure(3.2 * panels, 3.4)
         names = [s["name"] for s in sets]
-        ax = fig.add_subplot(1, panels, 1)
-        at = [s["at_sample_size"]["unique_first_bigrams"] for s in sets]
-        # a set smaller than --sample-size has no value at the common size: no bar rather than a 0
-        means = [math.nan if a["mean"] is None else a["mean"] for a in at]
-        err = [
-            [0.0 if a["mean"] is None else max(a["mean"] - a["ci"][0], 0) for a in at],
-            [0.0 if a["mean"] is None else max(a["ci"][1] - a["mean"], 0) for a in at],
-        ]
-        ax.bar(range(len(names)), means, yerr=err, color="#2b7bba", capsize=3)
-        ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7, **_PLAIN)
-        ax.set_title(f"unique first bigrams per {doc['diversity']['sample_size']} prompts", fontsize=9)
-        ax = fig.add_subplot(1, panels, 2)
-        ax.bar(range(len(names)), [s["distinct_2"] or 0 for s in sets], color="#7570b3")
-        ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7, **_PLAIN)
-        ax.set_title("distinct-2 (all prompts)", fontsize=9)
+        size = doc["diversity"]["sample_size"]
+        for panel, (stat, title, color) in enumerate(
+            (
+                ("unique_first_bigrams", f"unique first bigrams per {size} prompts", "#2b7bba"),
+                ("distinct_2", f"distinct-2 per {size} prompts", "#7570b3"),
+            ),
+            1,
+        ):
+            # both at the common size (full-set values grow or shrink with a set's size); a set smaller than
+            # --sample-size has no value there: no bar rather than a 0
+            ax = fig.add_subplot(1, panels, panel)
+            at = [s["at_sample_size"][stat] for s in sets]
+            means = [math.nan if a["mean"] is None else a["mean"] for a in at]
+            err = [
+                [0.0 if a["mean"] is None else max(a["mean"] - a["ci"][0], 0) for a in at],
+                [0.0 if a["mean"] is None else max(a["ci"][1] - a["mean"], 0) for a in at],
+            ]
+            ax.bar(range(len(names)), means, yerr=err, color=color, capsize=3)
+            ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7, **_PLAIN)
+            ax.set_title(title, fontsize=9)
         if flu:
             ax = fig.add_subplot(1, panels, 3)
             # a set without a perplexity gets no bar (a 0 would read as the most fluent)
