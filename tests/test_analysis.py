@@ -149,6 +149,18 @@ def test_labels_in_other_scripts_are_folded_or_kept_open_never_dropped():
         ("it changed her face, that is not the same person anymore", {"identity_shift"}),
         ("the text is misspelled", {"text_rendering_error"}),
         ("six fingers again", {"anatomy_error"}),
+        ("hands and faces are still hit and miss", {"anatomy_error"}),
+        ("the hands look deformed", {"anatomy_error"}),
+        ("she has distorted hands and fused fingers", {"anatomy_error"}),
+        ("手指变形了", {"anatomy_error"}),
+        ("the rocket has no exhaust flame", {"missing_element"}),
+        ("the skin has that plastic look", {"style_mismatch"}),
+        # prompts (posts of the analysis split) name hands, materials and "with no ..." without complaining:
+        # texts of the shared prompt collection the lexicon used to label as complaints
+        ("a plush doll gently held in two hands, fingers clearly visible", set()),
+        ("角色的左手比心（手指上方有红色爱心元素）", set()),
+        ("a large glowing logo, with no additional text or label", set()),
+        ('"materials": "Glass, holographic plastic, glowing metal edges"', set()),
         ("great result, love it", set()),
     ],
 )
