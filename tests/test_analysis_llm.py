@@ -253,3 +253,34 @@ def test_unreachable_labeller_counts_every_item_as_a_failure(scripted_build, tmp
     assert doc["failures"]["summary"]["failures"] == doc["failures"]["summary"]["items"] > 0
     assert doc["failures"]["categories"] == [] and doc["tasks"]["tasks"] == []
     assert doc["tasks"]["summary"]["failures"] == doc["tasks"]["summary"]["items"] > 0
+
+
+def test_a_label_without_evidence_is_a_counted_failure_not_a_label(scripted_build, tmp_path):
+    """Every label carries its evidence: a label with no quote is a wrong schema, re-asked once, then a failure
+    with the item unlabelled ("none" needs no quote)."""
+
+    def no_quote(body: dict) -> str:
+        text = _text(body)
+        slot = re.search(r"<(?:text|prompt)>\n(.*)\n</(?:text|prompt)>", text, re.S)
+        if slot is None:  # the re-ask: the same answer again
+            return json.dumps({"labels": [{"category": "Yellow tint"}]})
+        if "List every failure" in text:
+            if "yellow" in slot[1]:
+                return json.dumps({"labels": [{"category": "Yellow tint", "evidence": " "}]})
+            return json.dumps({"labels": [{"category": "none"}]})
+        return json.dumps({"task": "none"})
+
+    out = tmp_path / "analysis"
+    with FakeOpenAIServer(no_quote) as server:
+        result = _analyze(scripted_build, out, server)
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "analysis.json").read_text())
+    labels = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]
+    yellow = [r for r in labels if r["labeller"] == "failure" and "yellow" in r["text"]]
+    assert len(yellow) == 1 and yellow[0]["status"] == "parse_failure" and yellow[0]["labels"] == []
+    assert "no evidence" in yellow[0]["reason"]
+    assert doc["failures"]["summary"]["failures"] == 1 and doc["failures"]["categories"] == []
+    others = [r for r in labels if r["labeller"] == "failure" and "yellow" not in r["text"]]
+    assert others and all(r["status"] == "ok" and r["labels"] == [] for r in others)
+    assert doc["tasks"]["summary"]["failures"] == 0 and doc["tasks"]["tasks"] == []
+    assert_md_matches_json(out, doc)

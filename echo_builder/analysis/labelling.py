@@ -8,8 +8,8 @@ a label that matches no category stays an open category of its own (``in_taxonom
 
 An LLM labelling run (:func:`label_items`) asks the model once per item through
 :class:`~echo_builder.backends.caller.ModelCaller` (cached, so a rerun repeats no call); an item whose call fails
-or whose answer cannot be parsed (a refusal, prose, a wrong schema, after one re-ask) is a counted failure and
-stays unlabelled.
+or whose answer cannot be parsed (a refusal, prose, a wrong schema such as a label without its evidence quote,
+after one re-ask) is a counted failure and stays unlabelled.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from echo_builder.errors import ConfigError
 from echo_builder.stages.base import PromptTemplate
@@ -157,9 +157,10 @@ class LabellingResult:
 
 
 def normalise_label(label: str) -> str:
-    """``label`` lowercased, with every run of non-alphanumeric characters one space: ``"Colour-Drift!"`` ->
-    ``"colour drift"``."""
-    return " ".join(re.sub(r"[^0-9a-z]+", " ", label.lower()).split())
+    """``label`` lowercased, with every run of characters other than (Unicode) letters and digits one space:
+    ``"Colour-Drift!"`` -> ``"colour drift"``, ``"Dérive de couleur"`` -> ``"dérive de couleur"``; a label in
+    Chinese or any other script keeps its letters (``"颜色偏黄"``), so it is folded or kept open, never lost."""
+    return " ".join(re.sub(r"[\W_]+", " ", label.lower()).split())
 
 
 def fold(label: str, categories: Sequence[Category]) -> tuple[str, bool]:
@@ -235,13 +236,27 @@ def load_prompt(name: str, stage: str) -> PromptTemplate:
     return PromptTemplate(stage=stage, version=data["version"], system=data["system"], user=data["user"])
 
 
+def _needs_evidence(label: str, evidence: str) -> None:
+    """Every label carries its evidence: a label (other than one meaning "nothing") without a quote is a wrong
+    schema, so the caller re-asks once and then counts the item a failure, rather than keeping an unsupported
+    label."""
+    norm = normalise_label(label)
+    if norm and norm not in NULL_LABELS and not evidence.strip():
+        raise ValueError(f"label {label!r} has no evidence: quote the words of the text that show it")
+
+
 class LabelAnswer(BaseModel):
-    """One label of an LLM answer."""
+    """One label of an LLM answer, with its evidence (required unless the label means "nothing")."""
 
     model_config = ConfigDict(extra="ignore")
 
     category: str = Field(min_length=1, max_length=200)
     evidence: str = Field(default="", max_length=2000)
+
+    @model_validator(mode="after")
+    def _evidence(self) -> LabelAnswer:
+        _needs_evidence(self.category, self.evidence)
+        return self
 
 
 class LabelsAnswer(BaseModel):
@@ -259,6 +274,11 @@ class TaskAnswer(BaseModel):
 
     task: str = Field(min_length=1, max_length=200)
     evidence: str = Field(default="", max_length=2000)
+
+    @model_validator(mode="after")
+    def _evidence(self) -> TaskAnswer:
+        _needs_evidence(self.task, self.evidence)
+        return self
 
 
 def category_list(categories: Sequence[Category]) -> str:

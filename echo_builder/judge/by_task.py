@@ -147,7 +147,8 @@ def leaderboard_by_task(
         win rate.
 
     Raises:
-        ConfigError: an empty run, or ``run.json`` without its benchmark when ``labels`` is ``None``.
+        ConfigError: an empty run, ``run.json`` without its benchmark when ``labels`` is ``None``, or ``labels``
+            that name none of the run's prompts (the analysis of another benchmark).
     """
     from echo_builder.stats import bootstrap_win_rates
 
@@ -159,11 +160,22 @@ def leaderboard_by_task(
             raise ConfigError(
                 f"{run_dir}: run.json does not name its benchmark; give the labels: --by task=ANALYSIS_DIR"
             ) from None
-        labels = rules_task_labels(benchmark, config)
+        try:
+            labels = rules_task_labels(benchmark, config)
+        except FileNotFoundError as exc:  # the benchmark moved, or a relative path from another folder
+            raise ConfigError(
+                f"{exc}: the benchmark named in {run_dir}/run.json cannot be read for the rules task labels; "
+                "give the labels: --by task=ANALYSIS_DIR"
+            ) from None
     comparisons = run_comparisons(run_dir, missing=missing)
     columns = ["task", "model", "win_rate", "ci_low", "ci_high", "n_prompts", "n_comparisons", "small"]
     if comparisons.empty:
         return pd.DataFrame(columns=columns)
+    if labels and not comparisons["sample_id"].isin(list(labels)).any():
+        raise ConfigError(
+            f"--by task: the labels name none of the run's {comparisons['sample_id'].nunique()} prompts (they "
+            f"label {len(labels)} other samples); give the echo-bench analyze folder of this run's benchmark"
+        )
     tasks = comparisons["sample_id"].map(lambda s: labels.get(s) or NO_TASK)
     frames = []
     for task, group in comparisons.groupby(tasks, sort=False):
@@ -192,6 +204,7 @@ def joined_table(
     Returns:
         Columns ``model``, ``win_rate``, ``ci_low``, ``ci_high``, ``n_comparisons``, then per metric ``<metric>``
         (mean over the applicable samples scored; NaN when none) and ``<metric>_n``; models of either table.
+        ``attrs["higher_is_better"]``: each metric's direction, as the metrics summary gives it.
 
     Raises:
         ConfigError: no ``summary.json`` in ``metrics_dir``, or it is not a metrics summary.
@@ -202,6 +215,11 @@ def joined_table(
     try:
         summary = json.loads(file.read_text(encoding="utf-8"))["summary"]
         rows = [(str(r["model"]), str(r["metric"]), r.get("mean"), int(r.get("n") or 0)) for r in summary]
+        direction = {
+            str(r["metric"]): r["higher_is_better"]
+            for r in summary
+            if isinstance(r.get("higher_is_better"), bool)
+        }
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"--by metrics={metrics_dir}: no readable summary.json of an echo-bench metrics run ({exc})"
@@ -222,9 +240,11 @@ def joined_table(
             entry[metric] = float(mean) if isinstance(mean, (int, float)) else float("nan")
             entry[f"{metric}_n"] = n
         judge = judge.merge(pd.DataFrame(list(wide.values())), on="model", how="outer")
-    return judge.sort_values("win_rate", ascending=False, na_position="last", kind="stable").reset_index(
+    out = judge.sort_values("win_rate", ascending=False, na_position="last", kind="stable").reset_index(
         drop=True
     )
+    out.attrs["higher_is_better"] = direction
+    return out
 
 
 def _strict(value: Any) -> Any:
@@ -314,6 +334,17 @@ def print_by(
                 and not c.endswith("_n")
             ]
             click.echo("Judge win rate beside the community metrics (mean over applicable samples, n)")
+            direction = table.attrs.get("higher_is_better", {})
+            if direction:
+                click.echo(
+                    "  ("
+                    + "; ".join(
+                        f"{m}: {'higher' if direction[m] else 'lower'} is better"
+                        for m in metric_cols
+                        if m in direction
+                    )
+                    + ")"
+                )
             header = f"  {'model':<24} {'win rate':>8}  {'95% CI':<15}" + "".join(
                 f" {m[:20]:>20}" for m in metric_cols
             )
