@@ -123,11 +123,22 @@ def test_open_labels_fold_onto_the_taxonomy_or_stay_open():
     assert fold("colour-drift", CATEGORIES) == ("color_drift", True)
     assert fold("Identity drift", CATEGORIES) == ("identity_shift", True)
     assert fold("misspelled words", CATEGORIES) == ("text_rendering_error", True)
-    assert fold("Watermark added", CATEGORIES) == ("watermark_added", False)
+    assert fold("Watermark added", CATEGORIES) == ("watermark", False)
     assert fold("  ", CATEGORIES) == ("", False)
     assert fold("None", CATEGORIES) == ("", False) and fold("No complaint.", CATEGORIES) == ("", False)
     assert fold("Receipt generation", TASKS) == ("document_generation", True)
     assert normalise_label("Colour-Drift!") == "colour drift"
+
+
+def test_open_labels_differing_in_filler_words_or_plurals_are_one_category():
+    """An LLM names one complaint several ways; the open taxonomy must not split it by wording."""
+    names = ["Watermark added", "added watermarks", "watermark issue", "Unwanted watermark", "WATERMARKS"]
+    assert {fold(n, CATEGORIES) for n in names} == {("watermark", False)}
+    assert fold("Wrong aspect ratios", CATEGORIES) == ("aspect_ratio", False)
+    assert fold("glass reflections", CATEGORIES) == ("glass_reflection", False)
+    assert fold("bad", CATEGORIES) == ("bad", False)  # only filler: kept whole, not emptied
+    assert fold("loss of gloss", CATEGORIES) == ("loss_gloss", False)  # -ss words are not plurals
+    assert fold("Watermark added", CATEGORIES) != fold("Watermark removed", CATEGORIES)
 
 
 def test_labels_in_other_scripts_are_folded_or_kept_open_never_dropped():

@@ -160,9 +160,9 @@ def test_llm_labels_are_folded_and_failures_counted_unlabelled(scripted_build, t
     assert cats["color_drift"]["examples"][0]["evidence"] == "turned everything yellow"
     # evidence is checked against the text: a quote the text does not hold is kept but marked
     marks = [lab for r in labels.values() for lab in r["labels"] if r["labeller"] == "failure"]
-    assert all(lab["quoted"] == (lab["category"] != "watermark_added") for lab in marks)
+    assert all(lab["quoted"] == (lab["category"] != "watermark") for lab in marks)
     # an open category outside the taxonomy is kept as its own, with no metric
-    assert cats["watermark_added"]["in_taxonomy"] is False and cats["watermark_added"]["metric"] is None
+    assert cats["watermark"]["in_taxonomy"] is False and cats["watermark"]["metric"] is None
     assert (
         cats["anatomy_error"]["metric"] is None and cats["text_rendering_error"]["metric"] == "text_rendering"
     )
@@ -179,7 +179,7 @@ def test_llm_labels_are_folded_and_failures_counted_unlabelled(scripted_build, t
     # tasks: folded, open, and a refused prompt left unlabelled (not in any task count)
     tasks = {t["task"]: t for t in doc["tasks"]["tasks"]}
     assert tasks["document_generation"]["items"] == 1 and tasks["document_generation"]["new_task"] is True
-    assert "balloon_animals" in tasks
+    assert "balloon_animal" in tasks  # open task, singularised
     assert doc["tasks"]["summary"]["failures"] == 1
     assert sum(t["items"] for t in tasks.values()) == doc["tasks"]["summary"]["items"] - 1
     assert doc["labeller"]["prompt_versions"] == {
@@ -188,11 +188,11 @@ def test_llm_labels_are_folded_and_failures_counted_unlabelled(scripted_build, t
     }
     assert_md_matches_json(out, doc)
     markdown = (out / "analysis.md").read_text()
-    mark = cats["watermark_added"]
-    assert (
-        f"| watermark_added (open) | open | {mark['items']} | {mark['samples']} | no metric yet |" in markdown
-    )
+    mark = cats["watermark"]
+    assert f"| watermark (open) | open | {mark['items']} | {mark['samples']} | no metric yet |" in markdown
     assert mark["items"] == cats["anatomy_error"]["items"] >= 1
+    assert mark["given_as"] == ["watermark added"]
+    assert '- watermark: "watermark added"' in markdown
     for config in ("text_to_image", "image_to_image"):
         sets = {s["name"]: s for s in doc["diversity"]["sets"]}
         if f"build:{config}" in sets:

@@ -36,6 +36,7 @@ __all__ = [
     "label_items",
     "load_prompt",
     "normalise_label",
+    "open_category",
     "rules_labels",
 ]
 
@@ -45,6 +46,16 @@ MAX_EVIDENCE = 300
 NULL_LABELS = frozenset(
     {"none", "no", "n a", "na", "null", "nothing", "no complaint", "no failure", "no issue", "other"}
 )
+#: Words that do not tell one open category from another ("watermark added", "added watermark" and "watermark
+#: issue" are one category): dropped from an open label's name by :func:`open_category`.
+OPEN_FILLER = frozenset(
+    {
+        "a", "an", "the", "of", "in", "on", "to", "for", "with", "and", "is", "are", "was", "be",
+        "added", "adds", "adding", "appears", "appearing", "appeared", "present", "visible", "shown",
+        "issue", "issues", "problem", "problems", "error", "errors", "failure", "failures", "defect", "defects",
+        "bad", "poor", "wrong", "incorrect", "unwanted", "undesired", "unexpected", "complaint", "complaints",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -168,7 +179,7 @@ def fold(label: str, categories: Sequence[Category]) -> tuple[str, bool]:
 
     A label folds onto a category when, normalised (:func:`normalise_label`), it equals the category's name
     (underscores as spaces) or one of its synonyms, or when the lexicon's patterns match it whole words. Anything
-    else is an open category of its own: ``(snake_case of the label, False)``; an empty label or one meaning
+    else is an open category (:func:`open_category`: ``("watermark", False)`` for ``"Watermark added"``); an empty label or one meaning
     "nothing" (:data:`NULL_LABELS`: ``"none"``, ``"no complaint"``, ...) gives ``("", False)``: no label.
     """
     norm = normalise_label(label)
@@ -181,7 +192,31 @@ def fold(label: str, categories: Sequence[Category]) -> tuple[str, bool]:
     for category in categories:
         if category.patterns and category.lexicon.search(norm):
             return category.name, True
-    return norm.replace(" ", "_")[:60], False
+    return open_category(norm), False
+
+
+def _singular(word: str) -> str:
+    """A plural English noun's singular by its ending alone (``watermarks`` -> ``watermark``, ``faces`` ->
+    ``face``); words of four letters or fewer, and ``-ss``/``-us``/``-is`` endings, are kept."""
+    if len(word) <= 4 or not word.isascii() or word.endswith(("ss", "us", "is")):
+        return word
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    return word[:-1] if word.endswith("s") else word
+
+
+def open_category(norm: str) -> str:
+    """The name of the open category a normalised label (:func:`normalise_label`) belongs to.
+
+    Labels that differ only in plural endings or in words that name no category (:data:`OPEN_FILLER`: "added",
+    "issue", "wrong", ...) are one category, named by the remaining words singularised, in their order, joined
+    by ``_``: ``"Watermark added"``, ``"added watermarks"`` and ``"watermark issue"`` are all ``watermark``. The
+    name depends on the label alone, so the taxonomy is the same whatever else a run labels. A label made only of
+    such words keeps all of them. At most 60 characters.
+    """
+    words = norm.split()
+    kept = list(dict.fromkeys(_singular(w) for w in words if w not in OPEN_FILLER)) or words
+    return "_".join(kept)[:60]
 
 
 def rules_labels(text: str, categories: Sequence[Category], *, first_only: bool = False) -> list[Label]:

@@ -127,6 +127,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
     if uncovered:
         add("")
         add("Complaints no metric measures yet: " + ", ".join(_cell(c) for c in uncovered) + ".")
+    folded = [r for r in fail["categories"] if r.get("given_as")]
+    if folded:
+        add("")
+        add("Open categories (outside the taxonomy), with the names the labeller gave them:")
+        add("")
+        for row in folded:
+            add(f"- {_cell(row['category'])}: " + ", ".join(f'"{_cell(g)}"' for g in row["given_as"]))
     _examples(lines, fail["categories"])
     _failed(lines, fail["failed_items"])
 

@@ -20,7 +20,7 @@ from typing import Any
 from echo_builder.analysis import activity as activity_mod
 from echo_builder.analysis.diversity import diversity
 from echo_builder.analysis.inputs import Benchmark, read_benchmark, read_prompt_file
-from echo_builder.analysis.labelling import Category, Item, LabellingResult, load_prompt
+from echo_builder.analysis.labelling import Category, Item, LabellingResult, load_prompt, normalise_label
 from echo_builder.analysis.report import mask_accounts, render_markdown, rounded, write_plots
 from echo_builder.analysis.tasks import TASKS, label_tasks
 from echo_builder.analysis.taxonomy import CATEGORIES, FAILURE_KINDS, label_feedback
@@ -67,9 +67,12 @@ def _aggregate(
     by_config: dict[str, Counter[str]] = defaultdict(Counter)
     shown: dict[str, list[dict[str, Any]]] = defaultdict(list)
     open_names: set[str] = set()
+    given: dict[str, Counter[str]] = defaultdict(Counter)
     for labelled in result.items:
         for label in labelled.labels:
             items[label.category] += 1
+            if not label.in_taxonomy:
+                given[label.category][normalise_label(label.raw)] += 1
             samples[label.category].add(labelled.item.sample_id)
             by_config[label.category][labelled.item.config] += 1
             if not label.in_taxonomy:
@@ -97,9 +100,15 @@ def _aggregate(
                 "samples": len(samples[name]),
                 "by_config": {c: by_config[name].get(c, 0) for c in sorted({*configs, *by_config[name]})},
                 "examples": shown[name],
+                # an open category: the labeller's own names folded into it, most frequent first
+                **({"given_as": _most_common(given[name])} if cat is None else {}),
             }
         )
     return rows
+
+
+def _most_common(counts: Counter[str], limit: int = 5) -> list[str]:
+    return [name for name, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]]
 
 
 def _failed(result: LabellingResult) -> list[dict[str, Any]]:
