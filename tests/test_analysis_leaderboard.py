@@ -11,7 +11,13 @@ from click.testing import CliRunner
 from PIL import Image
 
 from echo_builder.cli import cli
-from echo_builder.judge.by_task import joined_table, leaderboard_by_task, parse_by, read_task_labels
+from echo_builder.judge.by_task import (
+    LABELLING_FAILED,
+    joined_table,
+    leaderboard_by_task,
+    parse_by,
+    read_task_labels,
+)
 from tests.helpers.benchmark import make_benchmark, make_outputs
 from tests.test_judge import BLUE, GREEN, RED, _dominant, _images
 
@@ -307,3 +313,23 @@ def test_a_run_whose_benchmark_moved_is_one_error_line(run, tmp_path):
     assert result.exit_code == 1 and result.output.startswith("error: "), result.output
     assert result.output.count("\n") == 1 and "moved-away" in result.output
     assert "--by task=ANALYSIS_DIR" in result.output
+
+
+def test_prompts_whose_labelling_failed_are_their_own_group(run, tmp_path):
+    """A refused or unreadable task label is not "no task": the two groups are kept apart."""
+    out, _ = run
+
+    def record(sample: str, status: str, task: str | None) -> str:
+        labels = [{"category": task, "in_taxonomy": True, "raw": task, "evidence": "x"}] if task else []
+        return json.dumps(
+            {"sample_id": sample, "labeller": "task", "status": status, "labels": labels, "item_id": sample}
+        )
+
+    lines = [record("s00", "ok", "document_generation"), record("s01", "parse_failure", None)]
+    lines += [record("s02", "ok", None)]
+    (tmp_path / "labels.jsonl").write_text("\n".join(lines) + "\n")
+    labels = read_task_labels(tmp_path)
+    assert labels == {"s00": "document_generation", "s01": LABELLING_FAILED, "s02": None}
+    table = leaderboard_by_task(out, labels, n_boot=20)
+    sizes = table.groupby("task")["n_prompts"].first().to_dict()
+    assert sizes == {"document_generation": 1, LABELLING_FAILED: 1, "(no task)": 13}

@@ -4,7 +4,8 @@
 ``echo-bench analyze`` folder's ``labels.jsonl``, or, without one, the rules task labeller on the run's own
 benchmark prompts) and computes every model's win rate with a 95% bootstrap interval over that task's prompts
 (:func:`echo_builder.stats.bootstrap_win_rates`). A task with fewer than ``min_prompts`` prompts is flagged
-``small``: its interval is wide and its ranking is not to be trusted. Prompts without a task form ``(no task)``.
+``small``: its interval is wide and its ranking is not to be trusted. Prompts without a task form ``(no task)``; prompts whose labelling failed (an LLM labeller's refusal or
+unreadable answer) form ``(labelling failed)``, so they are never mistaken for prompts that have no task.
 
 ``leaderboard RUN --by metrics=DIR`` joins, per model, the judge win rate and its interval with each community
 metric's mean over the samples it applies to and their number ``n`` (the ``summary.json`` of ``echo-bench
@@ -24,6 +25,7 @@ import pandas as pd
 from echo_builder.errors import ConfigError
 
 __all__ = [
+    "LABELLING_FAILED",
     "NO_TASK",
     "joined_table",
     "leaderboard_by_task",
@@ -35,6 +37,8 @@ __all__ = [
 
 #: The group of prompts without a task label.
 NO_TASK = "(no task)"
+#: The group of prompts whose task labelling failed (kept apart from prompts without a task).
+LABELLING_FAILED = "(labelling failed)"
 
 
 def parse_by(values: Sequence[str]) -> dict[str, str | None]:
@@ -59,7 +63,7 @@ def parse_by(values: Sequence[str]) -> dict[str, str | None]:
 
 def read_task_labels(path: str | Path) -> dict[str, str | None]:
     """Task label per sample id from an ``echo-bench analyze`` folder or its ``labels.jsonl``; ``None`` for a
-    prompt without a task or whose labelling failed.
+    prompt without a task, :data:`LABELLING_FAILED` for one whose labelling failed (``status`` other than ``ok``).
 
     Raises:
         ConfigError: no such file, or a line that is not a JSON object.
@@ -81,7 +85,9 @@ def read_task_labels(path: str | Path) -> dict[str, str | None]:
             continue
         sample = record.get("sample_id")
         found = record.get("labels") or []
-        if isinstance(sample, str):
+        if isinstance(sample, str) and record.get("status", "ok") != "ok":
+            labels[sample] = LABELLING_FAILED
+        elif isinstance(sample, str):
             first = found[0].get("category") if found and isinstance(found[0], dict) else None
             labels[sample] = first if isinstance(first, str) else None
     return labels
