@@ -42,8 +42,8 @@ def judge_reply(body):
     return f"[[{8 if _dominant(_images(body)[-1]) == likes else 3}]]"
 
 
-@pytest.fixture
-def run(tmp_path, openai_server):
+def _receipts_and_posters(tmp_path):
+    """The test benchmark: receipt and poster prompts with ids s00, s01, ... (the ids and the folder)."""
     prompts = RECEIPTS + POSTERS
     ids = [f"s{i:02d}" for i in range(len(prompts))]
     bench = make_benchmark(
@@ -51,6 +51,12 @@ def run(tmp_path, openai_server):
         "text_to_image",
         [{"id": s, "prompt": p} for s, p in zip(ids, prompts, strict=True)],
     )
+    return ids, bench
+
+
+@pytest.fixture
+def run(tmp_path, openai_server):
+    ids, bench = _receipts_and_posters(tmp_path)
     outputs = make_outputs(
         tmp_path / "outputs",
         {
@@ -122,13 +128,7 @@ def _score(prompt: str, colour: str) -> int:
 
 
 def test_by_task_equals_an_independent_count_with_ties_and_three_models(tmp_path, openai_server):
-    prompts = RECEIPTS + POSTERS
-    ids = [f"s{i:02d}" for i in range(len(prompts))]
-    bench = make_benchmark(
-        tmp_path / "bench",
-        "text_to_image",
-        [{"id": s, "prompt": p} for s, p in zip(ids, prompts, strict=True)],
-    )
+    ids, bench = _receipts_and_posters(tmp_path)
     colours = {"green": GREEN, "red": RED, "blue": BLUE}
     outputs = make_outputs(
         tmp_path / "outputs", {m: {s: Image.new("RGB", (32, 32), c) for s in ids} for m, c in colours.items()}
