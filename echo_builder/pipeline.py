@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from echo_builder import __version__
 from echo_builder.errors import ConfigError, EchoError
 from echo_builder.records import Sample, Tree
+from echo_builder.refresh import apply_refresh, refresh_inputs
 from echo_builder.secrets import redact, redactor
 from echo_dataset.safe_io import (
     MARKER_FILE,
@@ -397,7 +398,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     from echo_builder.prices import load_prices
 
     prices = load_prices(config.prices_file)  # a bad price file fails before anything is written
-    refresh = _refresh_inputs(config)  # an unreadable previous version or takedown file: before any write
+    refresh = refresh_inputs(config)  # an unreadable previous version or takedown file: before any write
     caller = _caller(config, prices)
     folder = _prepare_out(config, [d.name for d in stages])
     out, stages_dir = folder.out, folder.stages
@@ -497,7 +498,7 @@ def build(config: BuildConfig, *, on_stage: Callable[[dict[str, Any]], None] | N
     # until the dataset is written, a rebuild has changed none of a finished build's files
     changes = None
     if refresh is not None:
-        changes = _apply_refresh(refresh, samples, context.posts)
+        changes = apply_refresh(refresh, samples, context.posts)
         report["refresh"] = {k: changes[k] for k in ("version", "previous", "window", "counts")}
     _write_dataset(
         config,
@@ -682,85 +683,6 @@ def _cost_summary(caller: Any, prices: Any) -> dict[str, Any]:
         "note": "list prices as of the price entry's date (Batch API prices for a --batch build); cache hits are "
         "priced as if paid",
     }
-
-
-@dataclass
-class _RefreshInputs:
-    previous: Any  # echo_builder.refresh.Previous, or None for a first build (--version or --takedowns alone)
-    version: str | None
-    takedowns: frozenset[str]
-
-
-def _refresh_inputs(config: BuildConfig) -> _RefreshInputs | None:
-    """Read ``config.previous`` and the takedown file and fix the version; ``None`` for a plain build.
-
-    Raises:
-        ConfigError: an unreadable previous version or takedown file, or a malformed version.
-    """
-    if config.previous is None and config.version is None and config.takedowns is None:
-        return None
-    from echo_builder.refresh import read_previous, read_takedowns
-    from echo_dataset.errors import EchoDatasetError
-    from echo_dataset.versioning import bump_minor, check_version
-
-    if config.previous is not None and Path(config.previous).resolve() == Path(config.out_dir).resolve():
-        raise ConfigError(
-            f"--previous {config.previous} is the build folder itself; write the new version to another --out"
-        )
-    previous = read_previous(config.previous) if config.previous is not None else None
-    if previous is not None and config.pseudonymize and _unpseudonymized(Path(config.previous)):
-        raise ConfigError(
-            f"--previous {config.previous} was built with --no-pseudonymize: its rows would be carried over into a "
-            "dataset marked pseudonymized; rebuild it with pseudonymization, or build this version with "
-            "--no-pseudonymize too"
-        )
-    try:
-        if config.version is not None:
-            version: str | None = check_version(config.version)
-        else:  # a takedown file alone versions nothing
-            version = bump_minor(previous.version) if previous is not None else None
-    except EchoDatasetError as exc:
-        raise ConfigError(f"--version: {exc}") from None
-    return _RefreshInputs(previous, version, read_takedowns(config.takedowns))
-
-
-def _unpseudonymized(folder: Path) -> bool:
-    """Whether a Parquet file of the local dataset ``folder`` records ``pseudonymized: false`` (a Hub id: no)."""
-    import pyarrow.parquet as pq
-
-    from echo_dataset import SPLIT
-    from echo_dataset.writer import ECHO_METADATA_KEY
-
-    for file in sorted(folder.glob(f"*/{SPLIT}-*.parquet")) if folder.is_dir() else ():
-        meta = pq.read_schema(file).metadata or {}
-        if json.loads(meta.get(ECHO_METADATA_KEY, b"{}")).get("pseudonymized") is False:
-            return True
-    return False
-
-
-def _apply_refresh(
-    refresh: _RefreshInputs, samples: Sequence[Sample], posts: Sequence[Any]
-) -> dict[str, Any]:
-    """``changes.json``'s content for this build (plus ``_keep``, the ids of the new samples to write)."""
-    from echo_builder.dataset_rows import route
-    from echo_builder.refresh import Previous, gone_post_ids, plan_refresh
-
-    times = sorted(p.created_at for p in posts if getattr(p, "created_at", None) is not None)
-    previous = refresh.previous or Previous("", {}, {}, None)
-    plan = plan_refresh(
-        previous,
-        [(s.id, route(s), s.source_post_ids) for s in samples],
-        collected_post_ids=[p.id for p in posts],
-        gone_post_ids=gone_post_ids(posts),
-        window=(times[0], times[-1]) if times else None,
-        takedowns=refresh.takedowns,
-        version=refresh.version,
-    )
-    changes = dict(plan.changes)
-    if refresh.previous is None:
-        changes["previous"] = {"source": None, "version": None}
-    changes["_keep"] = plan.keep_new | {s.id for s in samples if route(s) is None}
-    return changes
 
 
 def _caller(config: BuildConfig, prices: Any = None) -> Any:

@@ -35,19 +35,26 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from echo_builder.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from echo_builder.pipeline import BuildConfig
+    from echo_builder.records import Sample
 
 __all__ = [
     "DELETION_MARKERS",
     "REMOVAL_REASONS",
+    "RefreshInputs",
     "RefreshPlan",
+    "apply_refresh",
     "carried_rows",
     "gone_post_ids",
     "plan_refresh",
     "read_previous",
     "read_takedowns",
+    "refresh_inputs",
 ]
 
 #: Why a previously published sample is not in the new version (see the module docstring).
@@ -281,3 +288,83 @@ def carried_rows(source: str, carried: dict[str, list[str]]) -> dict[str, list[d
         wanted = set(ids)
         rows[config] = [row for row in iter_config(source, config) if row["id"] in wanted]
     return rows
+
+
+# ------------------------------------------------------------------------------------------------ a build's refresh
+@dataclass
+class RefreshInputs:
+    """What a refreshed build needs before it starts: the previous version, the new version, the takedowns."""
+
+    previous: Any  # echo_builder.refresh.Previous, or None for a first build (--version or --takedowns alone)
+    version: str | None
+    takedowns: frozenset[str]
+
+
+def refresh_inputs(config: BuildConfig) -> RefreshInputs | None:
+    """Read ``config.previous`` (a :class:`~echo_builder.pipeline.BuildConfig`) and the takedown file and fix the
+    version; ``None`` for a plain build. Called before the build writes anything.
+
+    Raises:
+        ConfigError: an unreadable previous version or takedown file, or a malformed version.
+    """
+    if config.previous is None and config.version is None and config.takedowns is None:
+        return None
+    from echo_dataset.errors import EchoDatasetError
+    from echo_dataset.versioning import bump_minor, check_version
+
+    if config.previous is not None and Path(config.previous).resolve() == Path(config.out_dir).resolve():
+        raise ConfigError(
+            f"--previous {config.previous} is the build folder itself; write the new version to another --out"
+        )
+    previous = read_previous(config.previous) if config.previous is not None else None
+    if previous is not None and config.pseudonymize and _unpseudonymized(Path(config.previous)):
+        raise ConfigError(
+            f"--previous {config.previous} was built with --no-pseudonymize: its rows would be carried over into a "
+            "dataset marked pseudonymized; rebuild it with pseudonymization, or build this version with "
+            "--no-pseudonymize too"
+        )
+    try:
+        if config.version is not None:
+            version: str | None = check_version(config.version)
+        else:  # a takedown file alone versions nothing
+            version = bump_minor(previous.version) if previous is not None else None
+    except EchoDatasetError as exc:
+        raise ConfigError(f"--version: {exc}") from None
+    return RefreshInputs(previous, version, read_takedowns(config.takedowns))
+
+
+def _unpseudonymized(folder: Path) -> bool:
+    """Whether a Parquet file of the local dataset ``folder`` records ``pseudonymized: false`` (a Hub id: no)."""
+    import pyarrow.parquet as pq
+
+    from echo_dataset import SPLIT
+    from echo_dataset.writer import ECHO_METADATA_KEY
+
+    for file in sorted(folder.glob(f"*/{SPLIT}-*.parquet")) if folder.is_dir() else ():
+        meta = pq.read_schema(file).metadata or {}
+        if json.loads(meta.get(ECHO_METADATA_KEY, b"{}")).get("pseudonymized") is False:
+            return True
+    return False
+
+
+def apply_refresh(refresh: RefreshInputs, samples: Sequence[Sample], posts: Sequence[Any]) -> dict[str, Any]:
+    """``changes.json``'s content for this build (plus ``_keep``, the ids of the new samples to write), from the
+    curated ``samples`` and the collected ``posts``."""
+    from echo_builder.dataset_rows import route
+
+    times = sorted(p.created_at for p in posts if getattr(p, "created_at", None) is not None)
+    previous = refresh.previous or Previous("", {}, {}, None)
+    plan = plan_refresh(
+        previous,
+        [(s.id, route(s), s.source_post_ids) for s in samples],
+        collected_post_ids=[p.id for p in posts],
+        gone_post_ids=gone_post_ids(posts),
+        window=(times[0], times[-1]) if times else None,
+        takedowns=refresh.takedowns,
+        version=refresh.version,
+    )
+    changes = dict(plan.changes)
+    if refresh.previous is None:
+        changes["previous"] = {"source": None, "version": None}
+    changes["_keep"] = plan.keep_new | {s.id for s in samples if route(s) is None}
+    return changes

@@ -123,11 +123,34 @@ def test_open_labels_fold_onto_the_taxonomy_or_stay_open():
     assert fold("colour-drift", CATEGORIES) == ("color_drift", True)
     assert fold("Identity drift", CATEGORIES) == ("identity_shift", True)
     assert fold("misspelled words", CATEGORIES) == ("text_rendering_error", True)
-    assert fold("Watermark added", CATEGORIES) == ("watermark_added", False)
+    assert fold("Watermark added", CATEGORIES) == ("watermark", False)
     assert fold("  ", CATEGORIES) == ("", False)
     assert fold("None", CATEGORIES) == ("", False) and fold("No complaint.", CATEGORIES) == ("", False)
     assert fold("Receipt generation", TASKS) == ("document_generation", True)
     assert normalise_label("Colour-Drift!") == "colour drift"
+
+
+def test_open_labels_differing_in_filler_words_or_plurals_are_one_category():
+    """An LLM names one complaint several ways; the open taxonomy must not split it by wording."""
+    names = ["Watermark added", "added watermarks", "watermark issue", "Unwanted watermark", "WATERMARKS"]
+    assert {fold(n, CATEGORIES) for n in names} == {("watermark", False)}
+    assert fold("Wrong aspect ratios", CATEGORIES) == ("aspect_ratio", False)
+    assert fold("glass reflections", CATEGORIES) == ("glass_reflection", False)
+    assert fold("bad", CATEGORIES) == ("bad", False)  # only filler: kept whole, not emptied
+    assert fold("loss of gloss", CATEGORIES) == ("loss_gloss", False)  # -ss words are not plurals
+    assert fold("Watermark added", CATEGORIES) != fold("Watermark removed", CATEGORIES)
+
+
+def test_labels_in_other_scripts_are_folded_or_kept_open_never_dropped():
+    """An LLM answering in the feedback's language: a Chinese or accented label was normalised to nothing (or
+    to a mangled ASCII name) and the complaint silently became "no label"."""
+    assert normalise_label("Dérive de couleur") == "dérive de couleur"
+    assert fold("颜色偏黄", CATEGORIES) == ("color_drift", True)  # the lexicon's Chinese keyword
+    assert fold("人脸变了", CATEGORIES) == ("identity_shift", True)
+    assert fold("文字错误", CATEGORIES) == ("文字错误", False)  # kept as an open category
+    assert fold("Dérive de couleur", CATEGORIES) == ("dérive_de_couleur", False)
+    assert fold("虚拟试穿", TASKS) == ("virtual_try_on", True)
+    assert fold("—", CATEGORIES) == ("", False)  # nothing but punctuation is no label
 
 
 @pytest.mark.parametrize(
@@ -137,6 +160,18 @@ def test_open_labels_fold_onto_the_taxonomy_or_stay_open():
         ("it changed her face, that is not the same person anymore", {"identity_shift"}),
         ("the text is misspelled", {"text_rendering_error"}),
         ("six fingers again", {"anatomy_error"}),
+        ("hands and faces are still hit and miss", {"anatomy_error"}),
+        ("the hands look deformed", {"anatomy_error"}),
+        ("she has distorted hands and fused fingers", {"anatomy_error"}),
+        ("手指变形了", {"anatomy_error"}),
+        ("the rocket has no exhaust flame", {"missing_element"}),
+        ("the skin has that plastic look", {"style_mismatch"}),
+        # prompts (posts of the analysis split) name hands, materials and "with no ..." without complaining:
+        # texts of the shared prompt collection the lexicon used to label as complaints
+        ("a plush doll gently held in two hands, fingers clearly visible", set()),
+        ("角色的左手比心（手指上方有红色爱心元素）", set()),
+        ("a large glowing logo, with no additional text or label", set()),
+        ('"materials": "Glass, holographic plastic, glowing metal edges"', set()),
         ("great result, love it", set()),
     ],
 )
@@ -216,3 +251,33 @@ def test_shared_data_rules_build_with_reference_sets(shared_data, tmp_path):
         len(_prompts(build, c)) for c in ("text_to_image", "image_to_image", "analysis")
     )
     assert any(t["new_task"] for t in tasks["tasks"])
+
+
+def test_plots_count_in_whole_numbers_and_leave_a_missing_perplexity_out(
+    demo_analysis, tmp_path, monkeypatch
+):
+    """Counts and days get whole-number ticks (no "1.5 samples"); a set without a perplexity gets no bar, where
+    a 0 would read as the most fluent set."""
+    import math
+
+    from echo_builder.analysis import report
+
+    _, doc = demo_analysis
+    doc = json.loads(json.dumps(doc))
+    names = [s["name"] for s in doc["diversity"]["sets"]]
+    doc["fluency"]["sets"] = [{"name": names[0], "perplexity": 12.5}]  # the other sets were not scored
+    figures = {}
+    monkeypatch.setattr(report, "_save", lambda fig, root, relative: figures.__setitem__(relative, fig))
+    report.write_plots(doc, tmp_path)
+    for key, axis in (("failures", "x"), ("tasks", "x"), ("activity", "x"), ("activity", "y")):
+        ax = figures[report.PLOTS[key]].axes[0]
+        ticks = ax.get_xticks() if axis == "x" else ax.get_yticks()
+        assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), (key, axis, ticks)
+    # distinct-2 is drawn at the common size, as the docs say sets are to be compared (not the full-set value)
+    distinct = figures[report.PLOTS["diversity"]].axes[1]
+    expected = [s["at_sample_size"]["distinct_2"]["mean"] for s in doc["diversity"]["sets"]]
+    assert [bar.get_height() for bar in distinct.patches] == expected
+    assert "per " in distinct.get_title()
+    perplexity = figures[report.PLOTS["diversity"]].axes[2]
+    heights = [bar.get_height() for bar in perplexity.patches]
+    assert heights[0] == 12.5 and all(math.isnan(h) for h in heights[1:]) and len(heights) == len(names)

@@ -59,6 +59,45 @@ def test_subset_statistics_intervals_contain_their_means():
         diversity(prompts, sample_size=41)
 
 
+def test_intervals_contain_their_means_when_the_subset_values_are_lumpy():
+    # 199 prompts start "change the", one starts "add a": a pair of prompts holds 2 first bigrams in ~1% of the
+    # subsets, so both percentiles are 1.0 while the mean is above 1 (it was reported outside [1.0, 1.0])
+    prompts = [f"change the cat {i}" for i in range(199)] + ["add a dog"]
+    stats = diversity(prompts, sample_size=2, n_boot=1000, seed=0)
+    at = stats["at_sample_size"]["unique_first_bigrams"]
+    assert 1.0 < at["mean"] < 1.05
+    assert at["ci"] == [1.0, at["mean"]]
+    for name in ("distinct_1", "distinct_2"):
+        low, high = stats["at_sample_size"][name]["ci"]
+        assert low <= stats["at_sample_size"][name]["mean"] <= high
+    # one long prompt among many short ones: the bootstrap mean's interval holds the full-set mean
+    lumpy = diversity(["a b"] * 300 + ["w " * 500], n_boot=200, seed=0)
+    assert lumpy["mean_words_ci"][0] <= lumpy["mean_words"] <= lumpy["mean_words_ci"][1]
+
+
+def test_a_sample_size_above_a_small_set_compares_the_others(bench, tmp_path):
+    """docs/analysis.md advises --sample-size when one set is tiny; it used to be refused as soon as any set was
+    smaller. The small set now keeps its full-set values with n/a at the common size."""
+    reference = tmp_path / "ref.txt"
+    reference.write_text("\n".join(f"{w} the {i}" for i, w in enumerate(["add", "make", "turn"] * 4)))
+    out = tmp_path / "out"
+    result = _run(
+        "analyze", bench, "--out", out, "--compare", reference, "--sample-size", "8", "--n-boot", "20"
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "analysis.json").read_text())
+    sets = {s["name"]: s for s in doc["diversity"]["sets"]}
+    assert doc["diversity"]["sample_size"] == 8
+    small = sets["build:image_to_image"]  # the bench's 5 prompts
+    assert small["n_prompts"] == 5 and small["unique_first_bigrams"] == 2 and small["sample_size"] is None
+    assert small["at_sample_size"]["unique_first_bigrams"] == {"mean": None, "ci": [None, None]}
+    ref = sets["ref"]
+    assert ref["sample_size"] == 8 and ref["at_sample_size"]["unique_first_bigrams"]["mean"] == 3.0
+    markdown = (out / "analysis.md").read_text()
+    assert "without a value at it (n/a): build:image_to_image." in markdown
+    assert_md_matches_json(out, doc)
+
+
 def test_activity_days_relative_to_launch():
     from datetime import date
 
@@ -73,6 +112,14 @@ def test_activity_days_relative_to_launch():
     assert [(d["day"], d["samples"]) for d in act["days"]] == [(-1, 1), (0, 1), (1, 0), (2, 1)]
     assert act["undated"] == {"a": 1, "b": 1} and act["peak_day"] == -1
     assert parse_time("2025-06-10T02:00:00+02:00").hour == 0
+    # what the source adapters read: X's legacy format and Unix seconds (a hand-made or imported benchmark)
+    legacy = activity(
+        [("a", "Wed Jun 11 19:22:10 +0000 2025"), ("a", 1749513600), ("a", "1749513599")], date(2025, 6, 10)
+    )
+    assert [(d["day"], d["samples"]) for d in legacy["days"]] == [(-1, 1), (0, 1), (1, 1)] and not legacy[
+        "undated"
+    ]
+    assert parse_time(True) is None and parse_time("  ") is None and parse_time(float("nan")) is None
     first = activity(rows, None)
     assert first["reference"] == "first post" and first["origin"] == "2025-06-09"
 
@@ -146,7 +193,10 @@ def test_another_commands_output_folder_is_refused(bench, tmp_path):
         (["--backend", "nosuch:model"], ["nosuch"]),
         (["--backend", "rules", "-o", "temperature=0"], ["rules backend takes no options"]),
         (["--base-url", "http://127.0.0.1:1/v1"], ["--base-url applies to an openai: labeller only"]),
-        (["--sample-size", "99"], ["--sample-size 99", "smallest prompt set (5 prompts)"]),
+        (
+            ["--sample-size", "99"],
+            ["--sample-size 99", "larger than every prompt set (the largest has 5 prompts)"],
+        ),
         (["--n-boot", "0"], ["--n-boot"]),
         (["--lm-option", "batch_size=4"], ["--lm-option needs --lm"]),
         (["--lm", "x", "--lm-option", "colour=red"], ["unknown key(s) colour"]),
@@ -231,6 +281,46 @@ def test_feedback_as_one_string_or_a_number_and_repeated_ids(tmp_path):
     assert doc["input"]["n_problems"] == len(bench.problems) == 2
     assert "Input problems: 2 " in (out / "analysis.md").read_text()
     assert_md_matches_json(out, doc)
+
+
+def test_example_quotes_carry_no_account_of_a_real_user(tmp_path):
+    """A benchmark that was not pseudonymised (an import, a hand-made folder): handles, post and profile URLs
+    are masked in the report's examples, in analysis.md and in analysis.json alike."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "bench"
+    (folder / "image_to_image").mkdir(parents=True)
+    feedback = [
+        "@RealPerson it turned everything yellow, see https://x.com/RealPerson/status/19",
+        "the face changed, compare bsky.app/profile/real.bsky.social and u/someone_else's try",
+        "thanks @user_1a2b3c4d, still yellow",  # a build's pseudonym stays as it is
+    ]
+    pq.write_table(
+        pa.table(
+            {
+                "id": ["s1", "s2", "s3"],
+                "prompt": ["make the photo warmer @RealPerson", "restyle her portrait", "add a hat"],
+                "community_feedback": [[f] for f in feedback],
+            }
+        ),
+        folder / "image_to_image" / "test-00000-of-00001.parquet",
+    )
+    out = tmp_path / "out"
+    assert _run("analyze", folder, "--out", out, "--n-boot", "10").exit_code == 0
+    report = (out / "analysis.md").read_text()
+    document = (out / "analysis.json").read_text()
+    for text in (report, document):
+        for account in ("RealPerson", "real.bsky.social", "someone_else"):
+            assert account not in text
+    doc = json.loads(document)
+    color = next(c for c in doc["failures"]["categories"] if c["category"] == "color_drift")
+    assert [e["text"] for e in color["examples"]] == [
+        "@user it turned everything yellow, see https://x.com/user/status/19",
+        "thanks @user_1a2b3c4d, still yellow",
+    ]
+    assert "https://x.com/user/status/19" in report
+    assert "thanks @user_1a2b3c4d, still yellow" in report
 
 
 # -- the output folder: links, read-only folders, a full disk (as every writing command) -----------------------

@@ -205,3 +205,26 @@ def test_lm_spec():
     assert parse_lm_spec("/models/x") == "/models/x"
     with pytest.raises(Exception, match="--lm"):
         parse_lm_spec("transformers:")
+
+
+def test_the_report_says_how_many_prompts_were_cut_to_the_context(tiny_lm, tmp_path):
+    from tests.helpers.analysis import md_row
+    from tests.helpers.benchmark import make_benchmark
+
+    prompts = [*PROMPTS, "a red"]  # five prompts longer than 4 tokens with the beginning token, one shorter
+    bench = make_benchmark(
+        tmp_path / "bench", "image_to_image", [{"id": f"s{i}", "prompt": p} for i, p in enumerate(prompts)]
+    )
+    out = tmp_path / "analysis"
+    args = ["analyze", str(bench), "--out", str(out), "--lm", str(tiny_lm), "--lm-option", "max_length=4"]
+    result = CliRunner().invoke(cli, [*args, "--n-boot", "20"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "analysis.json").read_text())
+    (row,) = doc["fluency"]["sets"]
+    assert (row["truncated"], row["tokens"]) == (5, 5 * 3 + 2)
+    cells = [
+        r for r in (out / "analysis.md").read_text().splitlines() if r.startswith("| build:image_to_image")
+    ]
+    assert len(cells) == 2  # the diversity row and the perplexity row
+    assert md_row("\n".join(cells[1:]), "build:image_to_image")[1:4] == ["6", "5", "17"]
+    assert_md_matches_json(out, doc)

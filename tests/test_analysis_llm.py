@@ -160,9 +160,9 @@ def test_llm_labels_are_folded_and_failures_counted_unlabelled(scripted_build, t
     assert cats["color_drift"]["examples"][0]["evidence"] == "turned everything yellow"
     # evidence is checked against the text: a quote the text does not hold is kept but marked
     marks = [lab for r in labels.values() for lab in r["labels"] if r["labeller"] == "failure"]
-    assert all(lab["quoted"] == (lab["category"] != "watermark_added") for lab in marks)
+    assert all(lab["quoted"] == (lab["category"] != "watermark") for lab in marks)
     # an open category outside the taxonomy is kept as its own, with no metric
-    assert cats["watermark_added"]["in_taxonomy"] is False and cats["watermark_added"]["metric"] is None
+    assert cats["watermark"]["in_taxonomy"] is False and cats["watermark"]["metric"] is None
     assert (
         cats["anatomy_error"]["metric"] is None and cats["text_rendering_error"]["metric"] == "text_rendering"
     )
@@ -179,7 +179,7 @@ def test_llm_labels_are_folded_and_failures_counted_unlabelled(scripted_build, t
     # tasks: folded, open, and a refused prompt left unlabelled (not in any task count)
     tasks = {t["task"]: t for t in doc["tasks"]["tasks"]}
     assert tasks["document_generation"]["items"] == 1 and tasks["document_generation"]["new_task"] is True
-    assert "balloon_animals" in tasks
+    assert "balloon_animal" in tasks  # open task, singularised
     assert doc["tasks"]["summary"]["failures"] == 1
     assert sum(t["items"] for t in tasks.values()) == doc["tasks"]["summary"]["items"] - 1
     assert doc["labeller"]["prompt_versions"] == {
@@ -188,11 +188,11 @@ def test_llm_labels_are_folded_and_failures_counted_unlabelled(scripted_build, t
     }
     assert_md_matches_json(out, doc)
     markdown = (out / "analysis.md").read_text()
-    mark = cats["watermark_added"]
-    assert (
-        f"| watermark_added (open) | open | {mark['items']} | {mark['samples']} | no metric yet |" in markdown
-    )
+    mark = cats["watermark"]
+    assert f"| watermark (open) | open | {mark['items']} | {mark['samples']} | no metric yet |" in markdown
     assert mark["items"] == cats["anatomy_error"]["items"] >= 1
+    assert mark["given_as"] == ["watermark added"]
+    assert '- watermark: "watermark added"' in markdown
     for config in ("text_to_image", "image_to_image"):
         sets = {s["name"]: s for s in doc["diversity"]["sets"]}
         if f"build:{config}" in sets:
@@ -253,3 +253,34 @@ def test_unreachable_labeller_counts_every_item_as_a_failure(scripted_build, tmp
     assert doc["failures"]["summary"]["failures"] == doc["failures"]["summary"]["items"] > 0
     assert doc["failures"]["categories"] == [] and doc["tasks"]["tasks"] == []
     assert doc["tasks"]["summary"]["failures"] == doc["tasks"]["summary"]["items"] > 0
+
+
+def test_a_label_without_evidence_is_a_counted_failure_not_a_label(scripted_build, tmp_path):
+    """Every label carries its evidence: a label with no quote is a wrong schema, re-asked once, then a failure
+    with the item unlabelled ("none" needs no quote)."""
+
+    def no_quote(body: dict) -> str:
+        text = _text(body)
+        slot = re.search(r"<(?:text|prompt)>\n(.*)\n</(?:text|prompt)>", text, re.S)
+        if slot is None:  # the re-ask: the same answer again
+            return json.dumps({"labels": [{"category": "Yellow tint"}]})
+        if "List every failure" in text:
+            if "yellow" in slot[1]:
+                return json.dumps({"labels": [{"category": "Yellow tint", "evidence": " "}]})
+            return json.dumps({"labels": [{"category": "none"}]})
+        return json.dumps({"task": "none"})
+
+    out = tmp_path / "analysis"
+    with FakeOpenAIServer(no_quote) as server:
+        result = _analyze(scripted_build, out, server)
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "analysis.json").read_text())
+    labels = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]
+    yellow = [r for r in labels if r["labeller"] == "failure" and "yellow" in r["text"]]
+    assert len(yellow) == 1 and yellow[0]["status"] == "parse_failure" and yellow[0]["labels"] == []
+    assert "no evidence" in yellow[0]["reason"]
+    assert doc["failures"]["summary"]["failures"] == 1 and doc["failures"]["categories"] == []
+    others = [r for r in labels if r["labeller"] == "failure" and "yellow" not in r["text"]]
+    assert others and all(r["status"] == "ok" and r["labels"] == [] for r in others)
+    assert doc["tasks"]["summary"]["failures"] == 0 and doc["tasks"]["tasks"] == []
+    assert_md_matches_json(out, doc)

@@ -260,3 +260,19 @@ def test_color_shift_module_scores_the_pixels_it_is_given(make, expected):
     assert got == direct  # exact: no lossy round trip inside the module
     if expected is not None:
         assert got == pytest.approx(expected, abs=1e-9)
+
+
+def test_module_spaces_pin_the_gradio_the_package_supports():
+    """Each module's Space installs the gradio range of the package's ``space`` extra (its app is written for it)."""
+    import tomllib
+
+    extra = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"][
+        "space"
+    ]
+    (pin,) = [r for r in extra if r.startswith("gradio") and not r.startswith("gradio_")]
+    folders = sorted(p.parent for p in (REPO_ROOT / "echo_builder" / "metrics").glob("*/requirements.txt"))
+    assert len(folders) >= 6
+    for folder in folders:
+        lines = [line.strip() for line in (folder / "requirements.txt").read_text().splitlines()]
+        gradio = [line for line in lines if line.startswith("gradio")]
+        assert gradio == [pin], folder.name

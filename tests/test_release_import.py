@@ -541,3 +541,25 @@ def test_the_writer_never_splits_a_text_cell_into_characters(tmp_path):
         write_hub_folder(
             {"image_to_image": [{**row, "input_bboxes": "[1, 2, 3, 4]"}]}, tmp_path / "o2", card_context={}
         )
+
+
+def test_analyze_reads_the_import(imported, tmp_path):
+    """``echo-bench analyze`` takes any benchmark folder, the official release's import included."""
+    import json
+
+    from tests.helpers.analysis import assert_md_matches_json
+
+    folder, _ = imported
+    out = tmp_path / "analysis"
+    _cli("analyze", str(folder), "--out", str(out), "--n-boot", "20")
+    doc = json.loads((out / "analysis.json").read_text())
+    configs = doc["input"]["configs"]
+    samples = {c: len(_rows(folder, c)) for c in ("text_to_image", "image_to_image", "analysis")}
+    assert {c: v["samples"] for c, v in configs.items()} == samples
+    cats = {r["category"]: r for r in doc["failures"]["categories"]}
+    assert (cats["color_drift"]["metric"], cats["color_drift"]["items"]) == ("color_shift", 4)
+    assert cats["identity_shift"]["metric"] == "face_identity"
+    assert doc["activity"]["undated"] == {
+        c: n for c, n in samples.items() if n
+    }  # the release has no post times
+    assert_md_matches_json(out, doc)

@@ -20,6 +20,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from echo_builder.sources import loading as loading_module
 from echo_builder.sources import read_posts
 from echo_builder.sources import reader as reader_module
 from echo_builder.sources.base import has_surrogate_escape
@@ -399,7 +400,7 @@ def test_a_file_over_the_size_cap_is_one_problem_saying_so(tmp_path, monkeypatch
     big = write_source("reddit", tmp_path, {})
     tiny = tmp_path / "tiny.jsonl"
     tiny.write_text('{"id": "x:1", "platform": "x", "text": "small"}\n', encoding="utf-8")
-    monkeypatch.setattr(reader_module, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(loading_module, "MAX_FILE_BYTES", 100)
     report = read_posts([big, tiny])
     assert _texts(report) == ["small"]
     (error,) = report.errors

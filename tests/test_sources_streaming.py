@@ -1,8 +1,8 @@
 """Streaming sources (issue 17, deliverable 3): compressed dumps decompressed on the fly, JSON Lines and large
 top-level lists read record by record, and every unreadable or unsupported file a counted, named problem.
 
-Large-file paths are exercised on small files by lowering ``reader.WHOLE_BYTES`` (the size read as one buffer) and
-``reader._CHUNK`` (the read size while walking a list), so that records straddle chunk boundaries.
+Large-file paths are exercised on small files by lowering ``loading.WHOLE_BYTES`` (the size read as one buffer) and
+``loading._CHUNK`` (the read size while walking a list), so that records straddle chunk boundaries.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import zstandard
 
+from echo_builder.sources import loading as loading_module
 from echo_builder.sources import read_posts, streams
-from echo_builder.sources import reader as reader_module
 
 
 def _comment(n: int, **over: Any) -> dict[str, Any]:
@@ -58,8 +58,8 @@ COMPRESS = {
 @pytest.fixture
 def streamed(monkeypatch):
     """Every file takes the streaming path, with 7-byte reads while walking a top-level list."""
-    monkeypatch.setattr(reader_module, "WHOLE_BYTES", 16)
-    monkeypatch.setattr(reader_module, "_CHUNK", 7)
+    monkeypatch.setattr(loading_module, "WHOLE_BYTES", 16)
+    monkeypatch.setattr(loading_module, "_CHUNK", 7)
 
 
 # ------------------------------------------------------------------------------------------------ compression
@@ -67,7 +67,7 @@ def streamed(monkeypatch):
 @pytest.mark.parametrize("size", ["whole", "streamed"])
 def test_each_compression_is_read_on_the_fly(tmp_path, monkeypatch, suffix, size):
     if size == "streamed":
-        monkeypatch.setattr(reader_module, "WHOLE_BYTES", 16)
+        monkeypatch.setattr(loading_module, "WHOLE_BYTES", 16)
     path = tmp_path / f"RC_2025-03.ndjson{suffix}"
     path.write_bytes(COMPRESS[suffix](_ndjson(6)))
     report = read_posts(path)
@@ -107,7 +107,7 @@ def test_zstd_with_a_long_window_as_reddit_dumps_use(tmp_path):
 
 @pytest.mark.parametrize("suffix", [".zst", ".gz", ".bz2", ".xz"])
 def test_a_truncated_dump_keeps_the_posts_before_the_cut_and_says_truncated(tmp_path, monkeypatch, suffix):
-    monkeypatch.setattr(reader_module, "WHOLE_BYTES", 16)  # streamed: posts come before the end is reached
+    monkeypatch.setattr(loading_module, "WHOLE_BYTES", 16)  # streamed: posts come before the end is reached
     lines = _ndjson(2000)
     data = COMPRESS[suffix](lines)
     path = tmp_path / f"dump.ndjson{suffix}"
@@ -137,7 +137,7 @@ def test_a_truncated_small_dump_keeps_its_complete_lines(tmp_path):
 
 
 def test_a_decompression_bomb_stops_with_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(reader_module, "WHOLE_BYTES", 16)
+    monkeypatch.setattr(loading_module, "WHOLE_BYTES", 16)
     monkeypatch.setattr(streams, "RATIO_FLOOR_BYTES", 10_000)
     payload = _ndjson(3) + b" " * 5_000_000 + b"\n" + _ndjson(1)
     path = tmp_path / "bomb.ndjson.zst"
@@ -197,8 +197,8 @@ def test_a_json_list_split_across_chunk_boundaries_reads_like_the_whole_file(tmp
     path = tmp_path / "comments.json"
     path.write_text(" \n[\n" + ",\n  ".join(json.dumps(i, ensure_ascii=False) for i in items) + "\n]\n")
     whole = read_posts(path)
-    monkeypatch.setattr(reader_module, "WHOLE_BYTES", 16)
-    monkeypatch.setattr(reader_module, "_CHUNK", 7)
+    monkeypatch.setattr(loading_module, "WHOLE_BYTES", 16)
+    monkeypatch.setattr(loading_module, "_CHUNK", 7)
     streamed = read_posts(path)
     assert len(streamed.posts) == 12
     assert [p.model_dump() for p in streamed.posts] == [p.model_dump() for p in whole.posts]
@@ -260,15 +260,15 @@ def test_streaming_memory_does_not_grow_with_the_file(tmp_path):
     with gzip.open(path, "wb", compresslevel=1) as out:
         for n in range(10_000):
             out.write(line.replace(b'"c0"', f'"c{n}"'.encode()))
-    original = reader_module.WHOLE_BYTES
-    reader_module.WHOLE_BYTES = 8 * 1024**2
+    original = loading_module.WHOLE_BYTES
+    loading_module.WHOLE_BYTES = 8 * 1024**2
     tracemalloc.start()
     try:
         report = read_posts(path, keep_raw=False, post_filter=lambda post: post.id.endswith("7"))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-        reader_module.WHOLE_BYTES = original
+        loading_module.WHOLE_BYTES = original
     assert len(report.posts) == 1000 and report.problems == []
     assert peak < 30 * 1024**2, peak
 
@@ -634,8 +634,8 @@ def test_a_streamed_read_equals_the_whole_read_in_every_file_format(fmt, bad, tm
     inputs = [path] + ([_as_list_file(path)] if path.suffix == ".ndjson" or path.suffix == ".jsonl" else [])
     for given in inputs:
         whole = read_posts(given)
-        monkeypatch.setattr(reader_module, "WHOLE_BYTES", 16)
-        monkeypatch.setattr(reader_module, "_CHUNK", 5)
+        monkeypatch.setattr(loading_module, "WHOLE_BYTES", 16)
+        monkeypatch.setattr(loading_module, "_CHUNK", 5)
         streamed = read_posts(given)
         monkeypatch.undo()
         assert len(whole.posts) == 5 and len(whole.errors) == 1, (given.name, whole.problems)

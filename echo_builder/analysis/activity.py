@@ -1,9 +1,9 @@
 """Activity over time: samples per day relative to the model's launch date (ECHO Fig. 5).
 
 A sample's day is ``floor((created_at - launch) / 1 day)`` with ``launch`` at 00:00 UTC of the launch date: day 0 is
-the launch day, negative days come before it. ``created_at`` is the sample's source post time (ISO 8601; a time
-without a zone is read as UTC). Samples without a readable time are counted as ``undated``, not dropped silently.
-Without a launch date the earliest dated sample's day is day 0 (``reference: "first post"``).
+the launch day, negative days come before it. ``created_at`` is the sample's source post time (ISO 8601, a time
+without a zone read as UTC; also X's legacy format and Unix seconds, as the source adapters read them). Samples
+without a readable time are counted as ``undated``, not dropped silently. Without a launch date the earliest dated sample's day is day 0 (``reference: "first post"``).
 """
 
 from __future__ import annotations
@@ -22,20 +22,19 @@ MAX_FILLED_DAYS = 3660
 
 
 def parse_time(value: Any) -> datetime | None:
-    """``value`` (ISO 8601 text or a datetime) as an aware UTC datetime, or ``None`` when unreadable."""
+    """``value`` as an aware UTC datetime, or ``None`` when unreadable: a datetime, or what the source adapters
+    read (:func:`echo_builder.sources.base.parse_timestamp`): ISO 8601 text (naive means UTC), X's legacy
+    ``"Thu Apr 20 23:21:13 +0000 2023"`` and Unix seconds (Reddit's ``created_utc``), as a number or digits."""
+    from echo_builder.sources.base import BadRecord, parse_timestamp
+
     if isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, str) and value.strip():
-        text = value.strip()
-        if text.endswith(("Z", "z")):
-            text = text[:-1] + "+00:00"
-        try:
-            moment = datetime.fromisoformat(text)
-        except ValueError:
-            return None
-    else:
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    if isinstance(value, str) and not value.strip():
         return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    try:
+        return parse_timestamp(value, "created_at")
+    except (BadRecord, ValueError, OverflowError, TypeError):
+        return None
 
 
 def activity(rows: Iterable[tuple[str, Any]], launch_date: date | None) -> dict[str, Any]:

@@ -13,7 +13,8 @@ first bigram is its first two words (a one-word prompt has none).
 Counts of distinct things grow with the number of prompts, so sets of unequal size are compared at one common
 size ``m`` (the smallest set, or ``sample_size``): each statistic is averaged over ``n_boot`` random subsets of
 ``m`` prompts drawn without replacement (seeded), and its interval is the central ``ci`` range over those subsets
-(how much the value depends on which prompts were drawn). The full-set values are reported too; the mean length's
+(how much the value depends on which prompts were drawn), widened to contain the mean where the subset values are
+so lumpy that it falls outside (:func:`interval`). The full-set values are reported too; the mean length's
 interval is a percentile bootstrap over prompts (:func:`echo_builder.stats.bootstrap.bootstrap_counts`).
 """
 
@@ -28,7 +29,15 @@ import numpy as np
 from echo_builder.errors import ConfigError
 from echo_builder.stats.bootstrap import bootstrap_counts, check_bootstrap_args
 
-__all__ = ["bootstrap_means", "distinct_n", "diversity", "first_bigram", "unique_first_bigrams", "words"]
+__all__ = [
+    "bootstrap_means",
+    "distinct_n",
+    "diversity",
+    "first_bigram",
+    "interval",
+    "unique_first_bigrams",
+    "words",
+]
 
 _WORD = re.compile(r"[^\W_]+")
 
@@ -95,10 +104,16 @@ class _Encoded:
         return out
 
 
-def _interval(values: np.ndarray, ci: float) -> list[float]:
+def interval(values: np.ndarray, ci: float, point: float) -> list[float]:
+    """The central ``ci`` range of ``values`` (percentiles), widened where needed to contain ``point``.
+
+    Replicate values of a count or of a mean over few prompts are lumpy: when more than ``ci`` of them share one
+    value, the percentiles can both equal it while ``point`` (their mean, or the full-set estimate) lies beside
+    it, e.g. 1.017 outside [1.0, 1.0]. The reported interval always contains the number it belongs to.
+    """
     alpha = (1.0 - ci) / 2.0
     low, high = np.quantile(values, [alpha, 1.0 - alpha])
-    return [float(low), float(high)]
+    return [float(min(low, point)), float(max(high, point))]
 
 
 def diversity(
@@ -145,7 +160,7 @@ def diversity(
         "distinct_1": full["distinct_1"],
         "distinct_2": full["distinct_2"],
         "mean_words": float(lengths.mean()),
-        "mean_words_ci": _interval(boot_means, ci),
+        "mean_words_ci": interval(boot_means, ci, float(lengths.mean())),
         "sample_size": m,
     }
     subsets = [np.arange(n)] if m == n else [rng.choice(n, size=m, replace=False) for _ in range(n_boot)]
@@ -156,7 +171,7 @@ def diversity(
                 per_stat[name].append(float(value))
     out["at_sample_size"] = {
         name: (
-            {"mean": float(np.mean(values)), "ci": _interval(np.array(values), ci)}
+            {"mean": float(np.mean(values)), "ci": interval(np.array(values), ci, float(np.mean(values)))}
             if values
             else {"mean": None, "ci": [None, None]}
         )

@@ -8,8 +8,8 @@ a label that matches no category stays an open category of its own (``in_taxonom
 
 An LLM labelling run (:func:`label_items`) asks the model once per item through
 :class:`~echo_builder.backends.caller.ModelCaller` (cached, so a rerun repeats no call); an item whose call fails
-or whose answer cannot be parsed (a refusal, prose, a wrong schema, after one re-ask) is a counted failure and
-stays unlabelled.
+or whose answer cannot be parsed (a refusal, prose, a wrong schema such as a label without its evidence quote,
+after one re-ask) is a counted failure and stays unlabelled.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from echo_builder.errors import ConfigError
 from echo_builder.stages.base import PromptTemplate
@@ -36,6 +36,7 @@ __all__ = [
     "label_items",
     "load_prompt",
     "normalise_label",
+    "open_category",
     "rules_labels",
 ]
 
@@ -45,6 +46,16 @@ MAX_EVIDENCE = 300
 NULL_LABELS = frozenset(
     {"none", "no", "n a", "na", "null", "nothing", "no complaint", "no failure", "no issue", "other"}
 )
+#: Words that do not tell one open category from another ("watermark added", "added watermark" and "watermark
+#: issue" are one category): dropped from an open label's name by :func:`open_category`.
+OPEN_FILLER = frozenset(
+    {
+        "a", "an", "the", "of", "in", "on", "to", "for", "with", "and", "is", "are", "was", "be",
+        "added", "adds", "adding", "appears", "appearing", "appeared", "present", "visible", "shown",
+        "issue", "issues", "problem", "problems", "error", "errors", "failure", "failures", "defect", "defects",
+        "bad", "poor", "wrong", "incorrect", "unwanted", "undesired", "unexpected", "complaint", "complaints",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -157,9 +168,10 @@ class LabellingResult:
 
 
 def normalise_label(label: str) -> str:
-    """``label`` lowercased, with every run of non-alphanumeric characters one space: ``"Colour-Drift!"`` ->
-    ``"colour drift"``."""
-    return " ".join(re.sub(r"[^0-9a-z]+", " ", label.lower()).split())
+    """``label`` lowercased, with every run of characters other than (Unicode) letters and digits one space:
+    ``"Colour-Drift!"`` -> ``"colour drift"``, ``"Dérive de couleur"`` -> ``"dérive de couleur"``; a label in
+    Chinese or any other script keeps its letters (``"颜色偏黄"``), so it is folded or kept open, never lost."""
+    return " ".join(re.sub(r"[\W_]+", " ", label.lower()).split())
 
 
 def fold(label: str, categories: Sequence[Category]) -> tuple[str, bool]:
@@ -167,7 +179,7 @@ def fold(label: str, categories: Sequence[Category]) -> tuple[str, bool]:
 
     A label folds onto a category when, normalised (:func:`normalise_label`), it equals the category's name
     (underscores as spaces) or one of its synonyms, or when the lexicon's patterns match it whole words. Anything
-    else is an open category of its own: ``(snake_case of the label, False)``; an empty label or one meaning
+    else is an open category (:func:`open_category`: ``("watermark", False)`` for ``"Watermark added"``); an empty label or one meaning
     "nothing" (:data:`NULL_LABELS`: ``"none"``, ``"no complaint"``, ...) gives ``("", False)``: no label.
     """
     norm = normalise_label(label)
@@ -180,7 +192,31 @@ def fold(label: str, categories: Sequence[Category]) -> tuple[str, bool]:
     for category in categories:
         if category.patterns and category.lexicon.search(norm):
             return category.name, True
-    return norm.replace(" ", "_")[:60], False
+    return open_category(norm), False
+
+
+def _singular(word: str) -> str:
+    """A plural English noun's singular by its ending alone (``watermarks`` -> ``watermark``, ``faces`` ->
+    ``face``); words of four letters or fewer, and ``-ss``/``-us``/``-is`` endings, are kept."""
+    if len(word) <= 4 or not word.isascii() or word.endswith(("ss", "us", "is")):
+        return word
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    return word[:-1] if word.endswith("s") else word
+
+
+def open_category(norm: str) -> str:
+    """The name of the open category a normalised label (:func:`normalise_label`) belongs to.
+
+    Labels that differ only in plural endings or in words that name no category (:data:`OPEN_FILLER`: "added",
+    "issue", "wrong", ...) are one category, named by the remaining words singularised, in their order, joined
+    by ``_``: ``"Watermark added"``, ``"added watermarks"`` and ``"watermark issue"`` are all ``watermark``. The
+    name depends on the label alone, so the taxonomy is the same whatever else a run labels. A label made only of
+    such words keeps all of them. At most 60 characters.
+    """
+    words = norm.split()
+    kept = list(dict.fromkeys(_singular(w) for w in words if w not in OPEN_FILLER)) or words
+    return "_".join(kept)[:60]
 
 
 def rules_labels(text: str, categories: Sequence[Category], *, first_only: bool = False) -> list[Label]:
@@ -235,13 +271,27 @@ def load_prompt(name: str, stage: str) -> PromptTemplate:
     return PromptTemplate(stage=stage, version=data["version"], system=data["system"], user=data["user"])
 
 
+def _needs_evidence(label: str, evidence: str) -> None:
+    """Every label carries its evidence: a label (other than one meaning "nothing") without a quote is a wrong
+    schema, so the caller re-asks once and then counts the item a failure, rather than keeping an unsupported
+    label."""
+    norm = normalise_label(label)
+    if norm and norm not in NULL_LABELS and not evidence.strip():
+        raise ValueError(f"label {label!r} has no evidence: quote the words of the text that show it")
+
+
 class LabelAnswer(BaseModel):
-    """One label of an LLM answer."""
+    """One label of an LLM answer, with its evidence (required unless the label means "nothing")."""
 
     model_config = ConfigDict(extra="ignore")
 
     category: str = Field(min_length=1, max_length=200)
     evidence: str = Field(default="", max_length=2000)
+
+    @model_validator(mode="after")
+    def _evidence(self) -> LabelAnswer:
+        _needs_evidence(self.category, self.evidence)
+        return self
 
 
 class LabelsAnswer(BaseModel):
@@ -259,6 +309,11 @@ class TaskAnswer(BaseModel):
 
     task: str = Field(min_length=1, max_length=200)
     evidence: str = Field(default="", max_length=2000)
+
+    @model_validator(mode="after")
+    def _evidence(self) -> TaskAnswer:
+        _needs_evidence(self.task, self.evidence)
+        return self
 
 
 def category_list(categories: Sequence[Category]) -> str:

@@ -2,7 +2,8 @@
 
 The Markdown report is rendered from the JSON document after its floats are rounded (:func:`rounded`), so every
 number in ``analysis.md`` is the one in ``analysis.json``, written the same way. Quotes are users' words from the
-dataset (already pseudonymised at build time); any ``@handle`` left in them is masked, and Markdown/HTML control
+dataset (already pseudonymised at build time); any account left in them (``@handle``, a post or profile URL with a
+handle, a DID) is masked as ``user`` (:func:`mask_accounts`), and Markdown/HTML control
 characters are escaped so a quote cannot change the report's layout.
 
 Plots use matplotlib's object API with the Agg canvas (no display, no global state) and are written atomically
@@ -16,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PLOTS", "render_markdown", "rounded", "write_plots"]
+__all__ = ["PLOTS", "mask_accounts", "render_markdown", "rounded", "write_plots"]
 
 #: Decimal places kept in analysis.json (and so in analysis.md).
 DECIMALS = 4
@@ -27,7 +28,19 @@ PLOTS = {
     "diversity": "plots/diversity.png",
     "activity": "plots/activity.png",
 }
-_HANDLE = re.compile(r"(?<![\w@])@(?!user_[0-9a-f]{8}\b)[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_PSEUDONYM = re.compile(r"user_[0-9a-f]{8}\b")
+
+
+def mask_accounts(text: str) -> str:
+    """``text`` with every account identifier masked as ``user``: ``@alice`` -> ``@user``,
+    ``https://x.com/alice/status/1`` -> ``https://x.com/user/status/1``, Bluesky profiles, DIDs, Reddit's ``u/name``
+    (the identifiers :func:`echo_dataset.pseudonym.pseudonymize_text` finds). Pseudonyms a build already wrote
+    (``user_1a2b3c4d``) are kept, so a benchmark imported with real handles and a pseudonymised build both give a
+    report without a real account in it."""
+    from echo_dataset.pseudonym import pseudonymize_text
+
+    kept = set(_PSEUDONYM.findall(text))
+    return _PSEUDONYM.sub(lambda m: m[0] if m[0] in kept else "user", pseudonymize_text(text))
 
 
 def rounded(value: Any) -> Any:
@@ -47,8 +60,7 @@ def rounded(value: Any) -> Any:
 
 def quote(text: str, limit: int = 200) -> str:
     """A user's words made safe for the report: one line, handles masked, Markdown and HTML escaped."""
-    one = " ".join(str(text).split())
-    one = _HANDLE.sub("@user", one)
+    one = mask_accounts(" ".join(str(text).split()))
     if len(one) > limit:
         one = one[: limit - 1] + "…"
     for char in ("\\", "`", "*", "[", "]", "|", "#"):
@@ -115,6 +127,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
     if uncovered:
         add("")
         add("Complaints no metric measures yet: " + ", ".join(_cell(c) for c in uncovered) + ".")
+    folded = [r for r in fail["categories"] if r.get("given_as")]
+    if folded:
+        add("")
+        add("Open categories (outside the taxonomy), with the names the labeller gave them:")
+        add("")
+        for row in folded:
+            add(f"- {_cell(row['category'])}: " + ", ".join(f'"{_cell(g)}"' for g in row["given_as"]))
     _examples(lines, fail["categories"])
     _failed(lines, fail["failed_items"])
 
@@ -154,6 +173,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
     add(
         f"Subset statistics at a common size of {_n(div['sample_size'])} prompts ({_n(div['n_boot'])} subsets)."
     )
+    smaller = [r["name"] for r in div["sets"] if r["sample_size"] is None]
+    if smaller:
+        add(
+            "Smaller than the common size, so without a value at it (n/a): "
+            + ", ".join(_cell(n) for n in smaller)
+            + "."
+        )
     add("")
     add(
         "| prompt set | prompts | unique first bigrams | at common size | interval | distinct-1 | distinct-2 | "
@@ -174,12 +200,16 @@ def render_markdown(doc: dict[str, Any]) -> str:
     else:
         add(f"Perplexity under `{_cell(flu['model'])}` (lower is more fluent):")
         add("")
-        add("| prompt set | prompts scored | tokens | perplexity | mean prompt perplexity | interval |")
-        add("|---|---:|---:|---:|---:|---|")
+        add(
+            "| prompt set | prompts scored | cut to the context | tokens | perplexity | mean prompt perplexity | "
+            "interval |"
+        )
+        add("|---|---:|---:|---:|---:|---:|---|")
         for row in flu["sets"]:
             add(
-                f"| {_cell(row['name'])} | {_n(row['n_scored'])} | {_n(row['tokens'])} | {_n(row['perplexity'])} | "
-                f"{_n(row['mean_prompt_perplexity'])} | {_ci(row['mean_prompt_perplexity_ci'])} |"
+                f"| {_cell(row['name'])} | {_n(row['n_scored'])} | {_n(row['truncated'])} | {_n(row['tokens'])} | "
+                f"{_n(row['perplexity'])} | {_n(row['mean_prompt_perplexity'])} | "
+                f"{_ci(row['mean_prompt_perplexity_ci'])} |"
             )
 
     act = doc["activity"]
@@ -253,6 +283,13 @@ def _save(fig: Any, root: Path, relative: str) -> None:
 _PLAIN = {"parse_math": False}
 
 
+def _whole_numbers(axis: Any) -> None:
+    """Ticks at whole numbers only: counts and days have no halves."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
 def write_plots(doc: dict[str, Any], root: Path) -> dict[str, str]:
     """Draw the four plots of ``doc`` into ``root/plots``; returns ``{key: relative path}`` of those written
     (a plot with nothing to show is not written)."""
@@ -267,6 +304,7 @@ def write_plots(doc: dict[str, Any], root: Path) -> dict[str, str]:
         ax.barh(range(len(names)), counts, color=colors)
         ax.set_yticks(range(len(names)), names, **_PLAIN)
         ax.set_xlabel("feedback texts")
+        _whole_numbers(ax.xaxis)
         ax.set_title("Failure categories (blue: a metric measures it; orange: no metric yet)", fontsize=9)
         _save(fig, root, PLOTS["failures"])
         written["failures"] = PLOTS["failures"]
@@ -282,6 +320,7 @@ def write_plots(doc: dict[str, Any], root: Path) -> dict[str, str]:
         )
         ax.set_yticks(range(len(names)), names, **_PLAIN)
         ax.set_xlabel("prompts")
+        _whole_numbers(ax.xaxis)
         ax.set_title("Tasks (green: new tasks ECHO surfaced)", fontsize=9)
         _save(fig, root, PLOTS["tasks"])
         written["tasks"] = PLOTS["tasks"]
@@ -291,26 +330,31 @@ def write_plots(doc: dict[str, Any], root: Path) -> dict[str, str]:
         panels = 3 if flu else 2
         fig = _figure(3.2 * panels, 3.4)
         names = [s["name"] for s in sets]
-        ax = fig.add_subplot(1, panels, 1)
-        means = [s["at_sample_size"]["unique_first_bigrams"]["mean"] or 0 for s in sets]
-        lows = [s["at_sample_size"]["unique_first_bigrams"]["ci"][0] or 0 for s in sets]
-        highs = [s["at_sample_size"]["unique_first_bigrams"]["ci"][1] or 0 for s in sets]
-        err = [
-            [max(m - lo, 0) for m, lo in zip(means, lows, strict=False)],
-            [max(h - m, 0) for m, h in zip(means, highs, strict=False)],
-        ]
-        ax.bar(range(len(names)), means, yerr=err, color="#2b7bba", capsize=3)
-        ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7, **_PLAIN)
-        ax.set_title(f"unique first bigrams (n={doc['diversity']['sample_size']})", fontsize=9)
-        ax = fig.add_subplot(1, panels, 2)
-        ax.bar(range(len(names)), [s["distinct_2"] or 0 for s in sets], color="#7570b3")
-        ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7, **_PLAIN)
-        ax.set_title("distinct-2 (all prompts)", fontsize=9)
+        size = doc["diversity"]["sample_size"]
+        for panel, (stat, title, color) in enumerate(
+            (
+                ("unique_first_bigrams", f"unique first bigrams per {size} prompts", "#2b7bba"),
+                ("distinct_2", f"distinct-2 per {size} prompts", "#7570b3"),
+            ),
+            1,
+        ):
+            # both at the common size (full-set values grow or shrink with a set's size); a set smaller than
+            # --sample-size has no value there: no bar rather than a 0
+            ax = fig.add_subplot(1, panels, panel)
+            at = [s["at_sample_size"][stat] for s in sets]
+            means = [math.nan if a["mean"] is None else a["mean"] for a in at]
+            err = [
+                [0.0 if a["mean"] is None else max(a["mean"] - a["ci"][0], 0) for a in at],
+                [0.0 if a["mean"] is None else max(a["ci"][1] - a["mean"], 0) for a in at],
+            ]
+            ax.bar(range(len(names)), means, yerr=err, color=color, capsize=3)
+            ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7, **_PLAIN)
+            ax.set_title(title, fontsize=9)
         if flu:
             ax = fig.add_subplot(1, panels, 3)
-            ax.bar(
-                range(len(names)), [(flu.get(n) or {}).get("perplexity") or 0 for n in names], color="#e7298a"
-            )
+            # a set without a perplexity gets no bar (a 0 would read as the most fluent)
+            values = [(flu.get(n) or {}).get("perplexity") for n in names]
+            ax.bar(range(len(names)), [math.nan if v is None else v for v in values], color="#e7298a")
             ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7, **_PLAIN)
             ax.set_title("perplexity (lower: more fluent)", fontsize=9)
         _save(fig, root, PLOTS["diversity"])
@@ -322,6 +366,8 @@ def write_plots(doc: dict[str, Any], root: Path) -> dict[str, str]:
         ax.bar([d["day"] for d in days], [d["samples"] for d in days], color="#66a61e")
         ax.set_xlabel(f"days since the {doc['activity']['reference']}")
         ax.set_ylabel("samples")
+        _whole_numbers(ax.xaxis)
+        _whole_numbers(ax.yaxis)
         ax.set_title("Activity over time", fontsize=9)
         _save(fig, root, PLOTS["activity"])
         written["activity"] = PLOTS["activity"]

@@ -20,8 +20,8 @@ from typing import Any
 from echo_builder.analysis import activity as activity_mod
 from echo_builder.analysis.diversity import diversity
 from echo_builder.analysis.inputs import Benchmark, read_benchmark, read_prompt_file
-from echo_builder.analysis.labelling import Category, Item, LabellingResult, load_prompt
-from echo_builder.analysis.report import render_markdown, rounded, write_plots
+from echo_builder.analysis.labelling import Category, Item, LabellingResult, load_prompt, normalise_label
+from echo_builder.analysis.report import mask_accounts, render_markdown, rounded, write_plots
 from echo_builder.analysis.tasks import TASKS, label_tasks
 from echo_builder.analysis.taxonomy import CATEGORIES, FAILURE_KINDS, label_feedback
 from echo_builder.errors import ConfigError
@@ -67,9 +67,12 @@ def _aggregate(
     by_config: dict[str, Counter[str]] = defaultdict(Counter)
     shown: dict[str, list[dict[str, Any]]] = defaultdict(list)
     open_names: set[str] = set()
+    given: dict[str, Counter[str]] = defaultdict(Counter)
     for labelled in result.items:
         for label in labelled.labels:
             items[label.category] += 1
+            if not label.in_taxonomy:
+                given[label.category][normalise_label(label.raw)] += 1
             samples[label.category].add(labelled.item.sample_id)
             by_config[label.category][labelled.item.config] += 1
             if not label.in_taxonomy:
@@ -79,8 +82,8 @@ def _aggregate(
                     {
                         "item_id": labelled.item.item_id,
                         "config": labelled.item.config,
-                        "evidence": label.evidence,
-                        "text": labelled.item.text,
+                        "evidence": mask_accounts(label.evidence),
+                        "text": mask_accounts(labelled.item.text),
                     }
                 )
     rows = []
@@ -97,9 +100,15 @@ def _aggregate(
                 "samples": len(samples[name]),
                 "by_config": {c: by_config[name].get(c, 0) for c in sorted({*configs, *by_config[name]})},
                 "examples": shown[name],
+                # an open category: the labeller's own names folded into it, most frequent first
+                **({"given_as": _most_common(given[name])} if cat is None else {}),
             }
         )
     return rows
+
+
+def _most_common(counts: Counter[str], limit: int = 5) -> list[str]:
+    return [name for name, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]]
 
 
 def _failed(result: LabellingResult) -> list[dict[str, Any]]:
@@ -172,7 +181,8 @@ def run_analysis(
         compare_column: the prompt column of CSV/TSV/Parquet reference files.
         launch_date: day 0 of the activity timeline (default: the build's ``launch_date``, else the first post).
         target_model: the model the posts are about, shown to the LLM (default: the build's ``target_model``).
-        sample_size: the common size for the diversity subsets (default: the smallest set's size).
+        sample_size: the common size for the diversity subsets (default: the smallest set's size); a set smaller
+            than it has no subset statistics (``sample_size`` and the ``at_sample_size`` values ``None``).
         n_boot: subsets and bootstrap replicates, >= 1.
         seed: random seed of the subsets and bootstraps.
         examples: example quotes kept per category, >= 0.
@@ -225,11 +235,12 @@ def run_analysis(
     sets.extend((name, "reference", path, prompts) for name, path, prompts in references)
     common = min((len(p) for *_, p in sets), default=0)
     if sample_size is not None and sets:
-        if sample_size > common:
+        if sample_size > max(len(p) for *_, p in sets):
             raise ConfigError(
-                f"--sample-size {sample_size} is larger than the smallest prompt set ({common} prompts)"
+                f"--sample-size {sample_size} is larger than every prompt set (the largest has "
+                f"{max(len(p) for *_, p in sets)} prompts)"
             )
-        common = sample_size
+        common = sample_size  # sets smaller than it get no subset statistics (n/a), the others compare
     model = _backend(backend, dict(backend_options or {}))
     if batch:
         from echo_builder.backends.batch import batch_settings, check_batchable
@@ -285,7 +296,12 @@ def run_analysis(
 
     diversity_rows = []
     for name, origin, where, prompts in sets:
-        stats = diversity(prompts, sample_size=common, n_boot=n_boot, seed=seed)
+        if len(prompts) >= common:
+            stats = diversity(prompts, sample_size=common, n_boot=n_boot, seed=seed)
+        else:  # --sample-size above this set's size: its full-set values only, nothing to compare at the size
+            stats = diversity(prompts, n_boot=n_boot, seed=seed)
+            stats["sample_size"] = None
+            stats["at_sample_size"] = {k: {"mean": None, "ci": [None, None]} for k in stats["at_sample_size"]}
         diversity_rows.append({"name": name, "origin": origin, "source": where, **stats})
     fluency: dict[str, Any] = {"model": None, "reason": "no --lm given", "sets": []}
     if language_model is not None:

@@ -35,6 +35,13 @@ PROMPT_FILE = "feedback-taxonomy"
 #: Category kinds that are failures of the model (the rest, ``behaviour``, are how users interact).
 FAILURE_KINDS = ("practical", "curiosity")
 
+#: Defects and body parts of the ``anatomy_error`` lexicon.
+_BAD_BODY = (
+    r"(?:extra|six|seven|missing|too many|weird|wrong|deformed|distorted|mangled|broken|fused|melted|bad"
+    r"|messed[- ]up|malformed)"
+)
+_BODY_PART = r"(?:fingers?|hands?|limbs?|arms?|legs?|feet|toes?|teeth)"
+
 CATEGORIES: tuple[Category, ...] = (
     Category(
         "color_drift",
@@ -165,7 +172,8 @@ CATEGORIES: tuple[Category, ...] = (
             r"style is (?:off|wrong)",
             r"too realistic",
             r"looks? (?:so )?(?:ai|fake|plastic|cartoonish)",
-            r"plastic",
+            r"plasticky",
+            r"plastic (?:look|skin|feel|faces?)",  # not bare "plastic": a material a prompt asks for
         ),
     ),
     Category(
@@ -173,13 +181,14 @@ CATEGORIES: tuple[Category, ...] = (
         "malformed bodies: extra or missing fingers, limbs, distorted hands or faces",
         kind="practical",
         synonyms=("bad anatomy", "anatomy", "hand errors", "extra fingers", "deformed hands"),
+        # a body part only with a defect: prompts and posts name hands and fingers without complaining about them
         patterns=(
-            r"(?:extra|six|missing|too many) (?:fingers?|limbs?|arms?|legs?|hands?)",
-            r"hands?",
-            r"fingers?",
+            _BAD_BODY + " " + _BODY_PART,
+            _BODY_PART + r"(?: and \w+)? (?:are|is|look|looks|still|came out|come out|got)(?: \w+){0,2} "
+            r"(?:hit and miss|weird|wrong|off|broken|deformed|distorted|messed up|mangled|bad|melted|fused|a mess)",
+            _BODY_PART + r" (?:problems?|issues?|errors?)",
             r"anatomy",
             r"deformed",
-            r"limbs?",
         ),
     ),
     Category(
@@ -199,7 +208,7 @@ CATEGORIES: tuple[Category, ...] = (
             r"ignored",
             r"missing",
             r"forgot",
-            r"(?:has|have|there'?s|with) no",
+            r"(?:has|have|there'?s) no",  # not "with no": prompts ask for "with no text"
             r"did(?:n'?t| not) (?:add|remove|change|do|include)",
             r"no (?:hat|change)",
             r"left out",
@@ -298,7 +307,7 @@ _CJK: dict[str, tuple[str, ...]] = {
     "color_drift": ("偏黄", "发黄", "色偏", "偏色"),
     "identity_shift": ("不像本人", "脸变了", "换了一个人"),
     "text_rendering_error": ("错别字", "乱码"),
-    "anatomy_error": ("手指",),
+    "anatomy_error": ("手指变形", "手指畸形", "多了手指", "六根手指", "手部变形", "手崩"),
     "missing_element": ("没有按照", "漏了"),
 }
 CATEGORIES = tuple(replace(c, patterns=c.patterns + _CJK.get(c.name, ())) for c in CATEGORIES)

@@ -91,7 +91,8 @@ def _launch_date(ctx: click.Context, param: click.Parameter, value: str | None) 
 @click.option(
     "--sample-size",
     type=Number(int, 1, 10**9),
-    help="Common size for comparing diversity (default: the smallest prompt set).",
+    help="Common size for comparing diversity (default: the smallest prompt set); sets smaller than it show n/a "
+    "at the common size.",
 )
 @click.option(
     "--n-boot",

@@ -686,6 +686,13 @@ def _print_tie_treatments(records: list[dict[str, Any]]) -> None:
     "metrics=METRICS_DIR: win rates beside the community metrics, one row per model. RUN only; repeatable.",
 )
 @click.option(
+    "--min-prompts",
+    type=Number(int, 1, 1_000_000),
+    default=None,
+    help="--by task: tasks with fewer prompts are flagged small (* in the table), their intervals too wide to rank "
+    "by.  [default: 10]",
+)
+@click.option(
     "--human",
     "human_votes",
     type=click.Path(exists=True, dir_okay=False),
@@ -728,6 +735,7 @@ def leaderboard(
     private: bool,
     token_env: str | None,
     by: tuple[str, ...] = (),
+    min_prompts: int | None = None,
     human_votes: str | None = None,
     drift_threshold: float = DEFAULT_DRIFT_THRESHOLD,
     allow_drift: bool = False,
@@ -777,8 +785,25 @@ def leaderboard(
             raise click.UsageError("--by applies to a judge RUN only")
         if push_repo:
             raise click.UsageError("--by prints a breakdown only; push the leaderboard without --by")
-        print_by(run, by, fmt, missing=missing, n_boot=n_boot, seed=seed)  # type: ignore[arg-type]
+        if bootstrap_judges or ci != "bootstrap":
+            raise click.UsageError(
+                "--by intervals are bootstraps over prompts of majority-voted comparisons; "
+                "--ci normal and --bootstrap-judges apply to the plain leaderboard"
+            )
+        if min_prompts is not None and not any(b.split("=", 1)[0].strip() == "task" for b in by):
+            raise click.UsageError("--min-prompts applies to --by task only")
+        print_by(
+            run,
+            by,
+            fmt,
+            missing=missing,  # type: ignore[arg-type]
+            n_boot=n_boot,
+            seed=seed,
+            min_prompts=10 if min_prompts is None else min_prompts,
+        )
         return
+    if min_prompts is not None:
+        raise click.UsageError("--min-prompts applies to --by task only")
     token = _push_token(push_repo, private, token_env, has_verdicts=bool(run or ratings))
     if run or ratings:
         if models:

@@ -4,7 +4,8 @@
 ``echo-bench analyze`` folder's ``labels.jsonl``, or, without one, the rules task labeller on the run's own
 benchmark prompts) and computes every model's win rate with a 95% bootstrap interval over that task's prompts
 (:func:`echo_builder.stats.bootstrap_win_rates`). A task with fewer than ``min_prompts`` prompts is flagged
-``small``: its interval is wide and its ranking is not to be trusted. Prompts without a task form ``(no task)``.
+``small``: its interval is wide and its ranking is not to be trusted. Prompts without a task form ``(no task)``; prompts whose labelling failed (an LLM labeller's refusal or
+unreadable answer) form ``(labelling failed)``, so they are never mistaken for prompts that have no task.
 
 ``leaderboard RUN --by metrics=DIR`` joins, per model, the judge win rate and its interval with each community
 metric's mean over the samples it applies to and their number ``n`` (the ``summary.json`` of ``echo-bench
@@ -24,6 +25,7 @@ import pandas as pd
 from echo_builder.errors import ConfigError
 
 __all__ = [
+    "LABELLING_FAILED",
     "NO_TASK",
     "joined_table",
     "leaderboard_by_task",
@@ -35,6 +37,8 @@ __all__ = [
 
 #: The group of prompts without a task label.
 NO_TASK = "(no task)"
+#: The group of prompts whose task labelling failed (kept apart from prompts without a task).
+LABELLING_FAILED = "(labelling failed)"
 
 
 def parse_by(values: Sequence[str]) -> dict[str, str | None]:
@@ -59,7 +63,7 @@ def parse_by(values: Sequence[str]) -> dict[str, str | None]:
 
 def read_task_labels(path: str | Path) -> dict[str, str | None]:
     """Task label per sample id from an ``echo-bench analyze`` folder or its ``labels.jsonl``; ``None`` for a
-    prompt without a task or whose labelling failed.
+    prompt without a task, :data:`LABELLING_FAILED` for one whose labelling failed (``status`` other than ``ok``).
 
     Raises:
         ConfigError: no such file, or a line that is not a JSON object.
@@ -81,7 +85,9 @@ def read_task_labels(path: str | Path) -> dict[str, str | None]:
             continue
         sample = record.get("sample_id")
         found = record.get("labels") or []
-        if isinstance(sample, str):
+        if isinstance(sample, str) and record.get("status", "ok") != "ok":
+            labels[sample] = LABELLING_FAILED
+        elif isinstance(sample, str):
             first = found[0].get("category") if found and isinstance(found[0], dict) else None
             labels[sample] = first if isinstance(first, str) else None
     return labels
@@ -147,7 +153,8 @@ def leaderboard_by_task(
         win rate.
 
     Raises:
-        ConfigError: an empty run, or ``run.json`` without its benchmark when ``labels`` is ``None``.
+        ConfigError: an empty run, ``run.json`` without its benchmark when ``labels`` is ``None``, or ``labels``
+            that name none of the run's prompts (the analysis of another benchmark).
     """
     from echo_builder.stats import bootstrap_win_rates
 
@@ -159,11 +166,22 @@ def leaderboard_by_task(
             raise ConfigError(
                 f"{run_dir}: run.json does not name its benchmark; give the labels: --by task=ANALYSIS_DIR"
             ) from None
-        labels = rules_task_labels(benchmark, config)
+        try:
+            labels = rules_task_labels(benchmark, config)
+        except FileNotFoundError as exc:  # the benchmark moved, or a relative path from another folder
+            raise ConfigError(
+                f"{exc}: the benchmark named in {run_dir}/run.json cannot be read for the rules task labels; "
+                "give the labels: --by task=ANALYSIS_DIR"
+            ) from None
     comparisons = run_comparisons(run_dir, missing=missing)
     columns = ["task", "model", "win_rate", "ci_low", "ci_high", "n_prompts", "n_comparisons", "small"]
     if comparisons.empty:
         return pd.DataFrame(columns=columns)
+    if labels and not comparisons["sample_id"].isin(list(labels)).any():
+        raise ConfigError(
+            f"--by task: the labels name none of the run's {comparisons['sample_id'].nunique()} prompts (they "
+            f"label {len(labels)} other samples); give the echo-bench analyze folder of this run's benchmark"
+        )
     tasks = comparisons["sample_id"].map(lambda s: labels.get(s) or NO_TASK)
     frames = []
     for task, group in comparisons.groupby(tasks, sort=False):
@@ -192,6 +210,7 @@ def joined_table(
     Returns:
         Columns ``model``, ``win_rate``, ``ci_low``, ``ci_high``, ``n_comparisons``, then per metric ``<metric>``
         (mean over the applicable samples scored; NaN when none) and ``<metric>_n``; models of either table.
+        ``attrs["higher_is_better"]``: each metric's direction, as the metrics summary gives it.
 
     Raises:
         ConfigError: no ``summary.json`` in ``metrics_dir``, or it is not a metrics summary.
@@ -202,6 +221,11 @@ def joined_table(
     try:
         summary = json.loads(file.read_text(encoding="utf-8"))["summary"]
         rows = [(str(r["model"]), str(r["metric"]), r.get("mean"), int(r.get("n") or 0)) for r in summary]
+        direction = {
+            str(r["metric"]): r["higher_is_better"]
+            for r in summary
+            if isinstance(r.get("higher_is_better"), bool)
+        }
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"--by metrics={metrics_dir}: no readable summary.json of an echo-bench metrics run ({exc})"
@@ -222,9 +246,11 @@ def joined_table(
             entry[metric] = float(mean) if isinstance(mean, (int, float)) else float("nan")
             entry[f"{metric}_n"] = n
         judge = judge.merge(pd.DataFrame(list(wide.values())), on="model", how="outer")
-    return judge.sort_values("win_rate", ascending=False, na_position="last", kind="stable").reset_index(
+    out = judge.sort_values("win_rate", ascending=False, na_position="last", kind="stable").reset_index(
         drop=True
     )
+    out.attrs["higher_is_better"] = direction
+    return out
 
 
 def _strict(value: Any) -> Any:
@@ -314,6 +340,17 @@ def print_by(
                 and not c.endswith("_n")
             ]
             click.echo("Judge win rate beside the community metrics (mean over applicable samples, n)")
+            direction = table.attrs.get("higher_is_better", {})
+            if direction:
+                click.echo(
+                    "  ("
+                    + "; ".join(
+                        f"{m}: {'higher' if direction[m] else 'lower'} is better"
+                        for m in metric_cols
+                        if m in direction
+                    )
+                    + ")"
+                )
             header = f"  {'model':<24} {'win rate':>8}  {'95% CI':<15}" + "".join(
                 f" {m[:20]:>20}" for m in metric_cols
             )

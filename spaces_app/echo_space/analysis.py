@@ -20,19 +20,23 @@ def analysis_view(folder: str | Path) -> tuple[str, list[tuple[Any, str]], Any]:
     """(report Markdown without the plot links, [(PIL image, caption)], failure-category table) of a folder.
 
     Raises:
-        FileNotFoundError: the folder holds no ``analysis.json`` / ``analysis.md``.
+        FileNotFoundError: the folder holds no ``analysis.json`` / ``analysis.md`` (the message names it).
     """
     import pandas as pd
     from PIL import Image
 
     root = Path(folder)
+    for name in ("analysis.json", "analysis.md"):
+        if not (root / name).is_file():
+            raise FileNotFoundError(f"{root}: no {name}; give the folder of echo-bench analyze --out")
     doc = json.loads((root / "analysis.json").read_text(encoding="utf-8"))
     markdown = (root / "analysis.md").read_text(encoding="utf-8")
     report = "\n".join(line for line in markdown.splitlines() if not line.startswith("!["))
     plots = []
     for name, relative in (doc.get("plots") or {}).items():
-        path = root / relative
-        if path.is_file() and not path.is_symlink():
+        path = root / str(relative)
+        inside = path.resolve().is_relative_to(root.resolve() / "plots")
+        if inside and path.is_file() and not path.is_symlink():  # only the analysis' own plots
             with Image.open(path) as image:
                 plots.append((image.convert("RGB"), name))
     rows = [

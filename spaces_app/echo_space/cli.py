@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from echo_builder.commands.options import MAX_N_BOOT, Number
@@ -64,6 +66,13 @@ __all__ = ["main"]
     help="Base URL of the openai: judges' server.",
 )
 @click.option(
+    "--analysis",
+    envvar=ENV_VARS["analysis"],
+    show_envvar=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="echo-bench analyze --out folder: an Analysis tab shows its report, plots and failure categories.",
+)
+@click.option(
     "--n-boot",
     default=1000,
     type=Number(int, 1, MAX_N_BOOT),
@@ -84,13 +93,16 @@ __all__ = ["main"]
     type=Number(int, 1, 65535),
     help="TCP port.",
 )
-def main(benchmark, runs, outputs, dino_weights, face_backend, judges, base_url, n_boot, host, port):
+def main(
+    benchmark, runs, outputs, dino_weights, face_backend, judges, base_url, analysis, n_boot, host, port
+):
     """Serve the ECHO Space: browse the benchmark, rank a judge run, try the metrics on your own images.
 
     \b
     Examples:
       python spaces_app/app.py --benchmark demo/benchmark --outputs demo/outputs --run demo/runs/image_to_image
       ECHO_BENCHMARK=your-org/echo-bench python spaces_app/app.py
+      python spaces_app/app.py --benchmark builds/lumen --analysis runs/lumen-analysis
       gradio spaces_app/app.py -- --benchmark demo/benchmark     (reloads on edits)
     """
     from echo_builder.commands.options import backend_options
@@ -106,7 +118,13 @@ def main(benchmark, runs, outputs, dino_weights, face_backend, judges, base_url,
         judges=tuple(judges),
         judge_options=backend_options(tuple(judges), base_url, ()),
         n_boot=n_boot,
+        analysis=analysis,
     )
+    if analysis and not (Path(analysis) / "analysis.json").is_file():
+        raise click.BadParameter(
+            f"{analysis} holds no analysis.json; give the folder of echo-bench analyze --out",
+            param_hint="--analysis",
+        )
     try:
         demo = build_demo(settings)
     except BenchmarkNotFoundError as exc:

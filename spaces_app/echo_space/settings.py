@@ -4,7 +4,8 @@ Settings come from command-line options (``python app.py --benchmark ...``) or, 
 runner starts ``python app.py`` without arguments, from environment variables (the Space's variables and
 secrets): ``ECHO_BENCHMARK``, ``ECHO_RUN`` (several separated by spaces), ``ECHO_OUTPUTS``, ``ECHO_DINO_WEIGHTS``,
 ``ECHO_FACE_BACKEND`` (``none`` turns face identity off), ``ECHO_JUDGE`` (several separated by spaces;
-``ECHO_OPENAI_BASE_URL`` / ``ECHO_OPENAI_API_KEY`` configure an ``openai:`` judge as for the CLI).
+``ECHO_OPENAI_BASE_URL`` / ``ECHO_OPENAI_API_KEY`` configure an ``openai:`` judge as for the CLI), ``ECHO_ANALYSIS``
+(an ``echo-bench analyze --out`` folder for the Analysis tab).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ ENV_VARS = {
     "dino_weights": "ECHO_DINO_WEIGHTS",
     "face_backend": "ECHO_FACE_BACKEND",
     "judges": "ECHO_JUDGE",
+    "analysis": "ECHO_ANALYSIS",
 }
 
 
@@ -42,6 +44,8 @@ class SpaceSettings:
         judges: VLM judge specs for text rendering in the playground (none: unavailable).
         judge_options: backend options per judge spec.
         n_boot: bootstrap replicates for the leaderboard's intervals.
+        analysis: an ``echo-bench analyze --out`` folder whose report and plots the Analysis tab shows (``None``:
+            no Analysis tab).
     """
 
     benchmark: str
@@ -52,6 +56,7 @@ class SpaceSettings:
     judges: tuple[str, ...] = ()
     judge_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     n_boot: int = 1000
+    analysis: str | None = None
 
     def __post_init__(self) -> None:
         if not self.benchmark:
@@ -74,4 +79,5 @@ class SpaceSettings:
             dino_weights=env.get(ENV_VARS["dino_weights"]) or None,
             face_backend=None if face.lower() in ("", "none", "off") else face,
             judges=tuple(env.get(ENV_VARS["judges"], "").split()),
+            analysis=env.get(ENV_VARS["analysis"], "").strip() or None,
         )

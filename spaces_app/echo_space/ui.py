@@ -268,7 +268,7 @@ def build_demo(settings: SpaceSettings | EchoSpace) -> Any:
                 _leaderboard_tab(space, demo)
             with gr.Tab("Metric playground", id="playground"):
                 _playground_tab(space)
-            add_analysis_tab(os.environ.get("ECHO_ANALYSIS"))  # when ECHO_ANALYSIS names an analyze folder
+            add_analysis_tab(space.settings.analysis)  # --analysis / ECHO_ANALYSIS: an analyze folder
             with gr.Tab("About", id="about"):
                 intro, details = about_markdown(space.benchmark.card(), space.benchmark.source)
                 gr.Markdown(intro, elem_id="echo-about")

@@ -73,13 +73,13 @@ def flow_special_source(case: dict[str, Any], ws: Workspace) -> Observed:
     it would block the check itself)."""
     import tempfile
 
-    from echo_builder.sources import reader
+    from echo_builder.sources import loading
 
     kind = case["input"]["kind"]
     good = ws.source(case["file"])
     with tempfile.TemporaryDirectory(prefix="echo-special-") as special:
         place = Path(special)
-        cap = reader.MAX_FILE_BYTES
+        cap = loading.MAX_FILE_BYTES
         if kind == "fifo":
             os.mkfifo(place / "pipe.ndjson")
             sources = [place / "pipe.ndjson", good]
@@ -99,11 +99,11 @@ def flow_special_source(case: dict[str, Any], ws: Workspace) -> Observed:
                 '{"id": "x:7", "platform": "x", "text": "Tried GPT-4o, a small file"}\n', encoding="utf-8"
             )
             sources = [good, small]
-            reader.MAX_FILE_BYTES = 300
+            loading.MAX_FILE_BYTES = 300
         try:
             return _build(ws, *sources)
         finally:
-            reader.MAX_FILE_BYTES = cap
+            loading.MAX_FILE_BYTES = cap
 
 
 def flow_media(case: dict[str, Any], ws: Workspace) -> Observed:

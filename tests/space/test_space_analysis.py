@@ -47,3 +47,54 @@ def test_the_tab_is_added_only_when_an_analysis_is_named(analysis):
         assert add_analysis_tab(str(analysis)) is True
     labels = [getattr(block, "label", None) for block in demo.blocks.values()]
     assert "Analysis" in labels
+
+
+def test_the_analysis_folder_is_a_space_setting_an_option_and_an_env_variable(analysis, tmp_path):
+    """The tab was reachable only through an undocumented variable read inside the UI; now ``--analysis`` /
+    ``ECHO_ANALYSIS`` as every other setting, and a folder that is not an analysis is refused by name."""
+    _require_gradio()
+    from click.testing import CliRunner
+    from echo_space import SpaceSettings
+    from echo_space.cli import main
+
+    settings = SpaceSettings.from_env({"ECHO_BENCHMARK": "org/echo", "ECHO_ANALYSIS": f" {analysis} "})
+    assert settings.analysis == str(analysis)
+    assert SpaceSettings.from_env({"ECHO_BENCHMARK": "org/echo"}).analysis is None
+    help_text = CliRunner().invoke(main, ["--help"]).output
+    assert "--analysis" in help_text and "ECHO_ANALYSIS" in help_text
+    empty = tmp_path / "not-an-analysis"
+    empty.mkdir()
+    result = CliRunner().invoke(main, ["--benchmark", "org/echo", "--analysis", str(empty)])
+    assert result.exit_code == 2 and "holds no analysis.json" in result.output
+
+
+def test_the_tab_is_built_from_the_settings(analysis, demo_dir):
+    _require_gradio()
+    from echo_space import SpaceSettings, build_demo
+
+    def tabs(**extra):
+        demo = build_demo(SpaceSettings(benchmark=str(demo_dir / "benchmark"), n_boot=20, **extra))
+        return [getattr(block, "label", None) for block in demo.blocks.values()]
+
+    assert "Analysis" in tabs(analysis=str(analysis))
+    assert "Analysis" not in tabs()
+
+
+def test_only_the_analysis_own_plots_are_read(analysis, tmp_path):
+    _require_gradio()
+    import shutil
+
+    from echo_space.analysis import analysis_view
+
+    copy = tmp_path / "copy"
+    shutil.copytree(analysis, copy)
+    outside = tmp_path / "outside.png"
+    shutil.copy(copy / "plots" / "activity.png", outside)
+    doc = json.loads((copy / "analysis.json").read_text())
+    doc["plots"]["activity"] = str(outside)  # an edited document pointing outside the folder
+    doc["plots"]["tasks"] = "../outside.png"
+    (copy / "analysis.json").write_text(json.dumps(doc))
+    _, plots, _ = analysis_view(copy)
+    assert sorted(caption for _, caption in plots) == ["diversity", "failures"]
+    with pytest.raises(FileNotFoundError, match=r"no analysis\.json"):
+        analysis_view(tmp_path)
