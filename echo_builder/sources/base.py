@@ -222,7 +222,7 @@ def _adopt(name: str, loaded: Any, origin: str) -> tuple[Entry[SourceAdapter], S
 
 
 #: The modules of ``echo_builder.sources`` that declare no source format (discovery does not import them).
-HELPER_MODULES = ("base", "hf", "prefilter", "reader", "streams")
+HELPER_MODULES = ("base", "hf", "loading", "prefilter", "reader", "streams")
 
 #: Every source format: the built-ins (one module of ``echo_builder.sources`` each, found by
 #: :func:`~echo_builder.registry.discover_modules` and registered with ``@register_source(order=N)``), adapters
