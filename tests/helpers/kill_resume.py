@@ -29,6 +29,7 @@ __all__ = [
     "judge_command",
     "kill_and_resume",
     "request_key",
+    "resent_per_kill",
 ]
 
 
@@ -118,7 +119,8 @@ class KillTrial:
         kills: SIGKILLs delivered (a run that finished before its kill moment is not killed).
         runs: processes started, the last one ran to completion.
         repeated_calls: model calls stored in the cache at a kill and sent again later (must be 0).
-        in_flight_resent: per kill, calls sent before it, not stored, and sent again (at most the concurrency).
+        in_flight_resent: per kill, calls the killed process had sent whose replies were not in the cache after
+            the kill, and that a later run sent again (:func:`resent_per_kill`; at most the concurrency).
         repeated_downloads / downloads_in_flight_resent: the same for image downloads and the media store.
         kill_at_s: the moment of each kill, seconds after the process started.
         wall_s: the whole trial, all runs.
@@ -212,10 +214,10 @@ def kill_and_resume(
 
     trial = KillTrial()
     llm.reset_log()
-    seen_calls: set[str] = set()
-    seen_urls: set[str] = set()
-    stored_calls: set[str] | None = None
-    stored_urls: set[str] | None = None
+    calls_of_run: list[set[str]] = []  # the model calls each run sent
+    urls_of_run: list[set[str]] = []  # the images each run downloaded
+    stored_calls_at_kill: list[set[str]] = []  # the cache's keys right after each kill
+    stored_urls_at_kill: list[set[str]] = []  # the URLs in the media store right after each kill
     position = 0
     hits_before = dict(media.hits) if media is not None else {}
     started_trial = time.monotonic()
@@ -250,28 +252,54 @@ def kill_and_resume(
                 f"an image was downloaded twice in one run: {repeats}"
             )
         hits_before = hits
-        if stored_calls is not None:  # what the previous kill left behind
-            trial.repeated_calls += sum(1 for k in keys if k in stored_calls)
-            trial.in_flight_resent.append(sum(1 for k in keys if k in seen_calls and k not in stored_calls))
-        if stored_urls is not None:
-            trial.repeated_downloads += sum(1 for u in urls if u in stored_urls)
-            trial.downloads_in_flight_resent.append(
-                sum(1 for u in urls if u in seen_urls and u not in stored_urls)
-            )
-        seen_calls |= set(keys)
-        seen_urls |= urls
+        if stored_calls_at_kill:  # what the previous kill left behind (stores only grow)
+            trial.repeated_calls += sum(1 for k in keys if k in stored_calls_at_kill[-1])
+            trial.repeated_downloads += sum(1 for u in urls if u in stored_urls_at_kill[-1])
+        calls_of_run.append(set(keys))
+        urls_of_run.append(urls)
         if not killed:
             break
-        stored_calls = cache_keys(cache_dir)
+        stored_calls_at_kill.append(cache_keys(cache_dir))
         if media_root is not None and media_root.exists():
             store = MediaStore(media_root)
-            stored_urls = {u for u in seen_urls if store.lookup(u) is not None}
+            stored_urls_at_kill.append({u for u in set().union(*urls_of_run) if store.lookup(u) is not None})
         else:
-            stored_urls = set()
+            stored_urls_at_kill.append(set())
+    trial.in_flight_resent = resent_per_kill(calls_of_run, stored_calls_at_kill)
+    trial.downloads_in_flight_resent = resent_per_kill(urls_of_run, stored_urls_at_kill)
     trial.wall_s = round(time.monotonic() - started_trial, 3)
     # the mapping from request to key is checked too: every call sent is in the cache, and nothing else is
-    assert cache_keys(cache_dir) == seen_calls
+    assert cache_keys(cache_dir) == set().union(*calls_of_run)
     return trial
+
+
+def resent_per_kill(sent_per_run: Sequence[set[str]], stored_after_kill: Sequence[set[str]]) -> list[int]:
+    """Per kill, how many of the killed process's requests were lost by the kill and sent again later.
+
+    Args:
+        sent_per_run: the requests (call keys or image URLs) each run sent, in run order; every run but the last
+            was killed.
+        stored_after_kill: what the store (call cache, media store) held right after each kill.
+
+    Returns:
+        For kill ``r``: the requests run ``r`` sent, absent from the store after kill ``r``, and sent by a run
+        after it. Only the killed process is charged: a request lost at an earlier kill that run ``r`` did not
+        reach before it died was already counted at the kill that lost it. Each number is bounded by how many
+        requests the process had sent but not yet stored, which a run that stores each reply before freeing its
+        slot keeps at its concurrency; counting every request ever sent and not yet stored would instead add up
+        the losses of successive kills (up to kills x concurrency) whenever a resumed run sends the unanswered
+        requests in another order than the run before it.
+    """
+    if len(stored_after_kill) != len(sent_per_run) - 1:
+        raise ValueError(
+            f"sent_per_run lists {len(sent_per_run)} runs, of which all but the last were killed, so "
+            f"stored_after_kill needs {len(sent_per_run) - 1} entries; got {len(stored_after_kill)}"
+        )
+    counts = []
+    for r, stored in enumerate(stored_after_kill):
+        later = set().union(*sent_per_run[r + 1 :])
+        counts.append(len((sent_per_run[r] - stored) & later))
+    return counts
 
 
 def draw_kills(

@@ -67,7 +67,10 @@ def test_build_killed_at_a_random_moment_resumes_to_identical_outputs(uninterrup
     )  # fmt: skip
     assert result.kills >= 1, f"the run finished before its kill point {kills}"
     assert result.repeated_calls == 0 and result.repeated_downloads == 0
-    assert all(n <= CONCURRENCY for n in result.in_flight_resent + result.downloads_in_flight_resent)
+    # per kill, what that kill's process had in flight (tests.helpers.kill_resume.resent_per_kill)
+    assert all(n <= CONCURRENCY for n in result.in_flight_resent + result.downloads_in_flight_resent), (
+        f"sent again, per kill: calls {result.in_flight_resent}, downloads {result.downloads_in_flight_resent}"
+    )
     assert build_files(out) == build_files(u["clean"])
 
 
