@@ -54,6 +54,7 @@ __all__ = [
     "plugin_problems",
     "reload_plugins",
     "spec_class_adopter",
+    "spec_class_decorator",
 ]
 
 log = logging.getLogger(__name__)
@@ -598,3 +599,31 @@ def reload_plugins() -> None:
     """Read every kind's entry points again (after installing a plugin in a running process, and in tests)."""
     for registry in all_registries().values():
         registry.reload_plugins()
+
+
+def spec_class_decorator(registry: Registry[Any], base: type, kind: str) -> Callable[..., Any]:
+    """The ``register_<kind>`` class decorator of a registry of classes created from specs (backends, generators):
+    bare (``@register_backend``) or with arguments (``@register_backend(order=10, extra="judge-local")``), it
+    registers the class under its ``name`` with ``needs_target`` in the entry's fields.
+
+    Raises (from the decorator):
+        ConfigError: the class is not a subclass of ``base`` or has no ``name``, the name is taken by another
+            class, or another built-in has the same ``order``.
+    """
+
+    def register(cls: type | None = None, *, order: float | None = None, extra: str | None = None) -> Any:
+        def decorate(klass: type) -> type:
+            if not isinstance(klass, type) or not issubclass(klass, base):
+                raise ConfigError(f"register_{kind} takes a {base.__name__} subclass, got {klass!r}")
+            if not getattr(klass, "name", ""):
+                raise ConfigError(
+                    f"{klass.__qualname__} has no `name`; set the class attribute before registering"
+                )
+            registry.register(
+                klass, order=order, extra=extra, needs_target=bool(getattr(klass, "needs_target", False))
+            )
+            return klass
+
+        return decorate(cls) if cls is not None else decorate
+
+    return register

@@ -39,7 +39,7 @@ from echo_builder.backends.base import (
     user_message,
 )
 from echo_builder.errors import ConfigError
-from echo_builder.registry import BUILT_IN, Registry, spec_class_adopter
+from echo_builder.registry import BUILT_IN, Registry, spec_class_adopter, spec_class_decorator
 
 #: Backend options that set a :class:`GenerationParams` field for every call of a run (``-o temperature=0.7``).
 #: Accepted by every model backend, validated like the field, applied by the caller before the cache lookup (so
@@ -100,6 +100,9 @@ BACKENDS: Registry[type[Backend]] = Registry(
 )
 
 
+_register_backend = spec_class_decorator(BACKENDS, Backend, "backend")
+
+
 def register_backend(
     cls: type[Backend] | None = None, *, order: float | None = None, extra: str | None = None
 ) -> Any:
@@ -115,18 +118,7 @@ def register_backend(
         ConfigError: ``cls`` is not a :class:`Backend` subclass or has no ``name``, the name is taken by another
             class, or another built-in has the same ``order``.
     """
-
-    def decorate(backend: type[Backend]) -> type[Backend]:
-        if not isinstance(backend, type) or not issubclass(backend, Backend):
-            raise ConfigError(f"register_backend takes a Backend subclass, got {backend!r}")
-        if not backend.name:
-            raise ConfigError(
-                f"{backend.__qualname__} has no `name`; set the class attribute before registering"
-            )
-        BACKENDS.register(backend, order=order, extra=extra, needs_target=bool(backend.needs_target))
-        return backend
-
-    return decorate(cls) if cls is not None else decorate
+    return _register_backend(cls, order=order, extra=extra)
 
 
 def _unknown_hint(name: str) -> str:

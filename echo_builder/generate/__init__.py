@@ -37,7 +37,7 @@ from echo_builder.generate.base import (
     Generator,
     derive_seed,
 )
-from echo_builder.registry import BUILT_IN, Registry, spec_class_adopter
+from echo_builder.registry import BUILT_IN, Registry, spec_class_adopter, spec_class_decorator
 
 __all__ = [
     "FAILURE_STATUSES",
@@ -82,6 +82,9 @@ GENERATORS: Registry[type[Generator]] = Registry(
 )
 
 
+_register_generator = spec_class_decorator(GENERATORS, Generator, "generator")
+
+
 def register_generator(
     cls: type[Generator] | None = None, *, order: float | None = None, extra: str | None = None
 ) -> Any:
@@ -97,18 +100,7 @@ def register_generator(
         ConfigError: ``cls`` is not a :class:`Generator` subclass or has no ``name``, the name is taken by
             another class, or another built-in has the same ``order``.
     """
-
-    def decorate(generator: type[Generator]) -> type[Generator]:
-        if not isinstance(generator, type) or not issubclass(generator, Generator):
-            raise ConfigError(f"register_generator takes a Generator subclass, got {generator!r}")
-        if not generator.name:
-            raise ConfigError(
-                f"{generator.__qualname__} has no `name`; set the class attribute before registering"
-            )
-        GENERATORS.register(generator, order=order, extra=extra, needs_target=bool(generator.needs_target))
-        return generator
-
-    return decorate(cls) if cls is not None else decorate
+    return _register_generator(cls, order=order, extra=extra)
 
 
 def parse_generator_spec(spec: str) -> tuple[str, str]:
