@@ -12,7 +12,16 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import click
-from echo_space.cli import main
+
+try:
+    from echo_space.cli import main
+except ModuleNotFoundError as exc:  # a core install: the Space's extra is missing
+    if exc.name != "gradio":
+        raise
+    sys.exit(
+        "error: the Space needs gradio, which is not installed. Install it with: pip install -e '.[space]' "
+        "(from a clone of echo-bench) or pip install 'echo-bench[space]'"
+    )
 
 demo = None  # set by main(); `gradio app.py` reload mode looks it up by this name
 

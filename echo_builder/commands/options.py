@@ -458,9 +458,10 @@ def run_config_record(ctx: click.Context | None = None) -> dict[str, Any] | None
 
 def _run_config_keys(command: click.Command) -> dict[str, tuple[click.Parameter, bool]]:
     """``{key: (parameter, inverted)}``: each long option name (a flag's ``--no-...`` form inverted) and each
-    positional argument's name, with dashes."""
+    positional argument's name, with dashes. Read through ``get_params``, so that a command whose options come
+    from a registry (``metrics``: ``--metric`` and each metric's options) has them before it is first parsed."""
     keys: dict[str, tuple[click.Parameter, bool]] = {}
-    for p in command.params:
+    for p in command.get_params(click.Context(command)):
         if isinstance(p, click.Argument):
             keys[(p.name or "").replace("_", "-")] = (p, False)
             continue
