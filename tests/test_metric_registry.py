@@ -312,10 +312,10 @@ def test_a_plugin_metric_appears_in_the_space_playground(installed_plugin):
     )
     table = result.table.set_index("metric")
     assert list(table.index) == [*BUILT_INS, "brightness_shift"]
-    assert table.loc["brightness_shift", "value"] == pytest.approx(-10.0, abs=1e-6)
+    assert table.loc["brightness_shift", "value"] == pytest.approx(10.0, abs=1e-6)  # darker by 10 levels
     assert (
         table.loc["brightness_shift", "better"] == "lower"
-        and table.loc["brightness_shift", "range"] == "[-255, 255]"
+        and table.loc["brightness_shift", "range"] == "[0, 255]"
     )
     no_input = score_pair(None, Image.new("RGB", (8, 8), GREY), face_backend=None).table.set_index("metric")
     assert pd.isna(no_input.loc["brightness_shift", "value"])

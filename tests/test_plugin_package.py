@@ -36,8 +36,8 @@ pytestmark = pytest.mark.slow
 
 EXTENDING = REPO_ROOT / "docs" / "extending.md"
 GREY = (100, 100, 100)
-#: BT.601 luma of pure red minus that of the grey input: what brightness_shift must report for flat:red outputs.
-RED_MINUS_GREY = 0.299 * 255 - 100.0
+#: |BT.601 luma of pure red - that of the grey input|: what brightness_shift must report for flat:red outputs.
+RED_MINUS_GREY = abs(0.299 * 255 - 100.0)
 
 CANNED_BACKEND = '''
 """canned:<text>: answers every prompt with <text> (a test backend)."""
@@ -193,7 +193,7 @@ def test_plugins_lists_every_kind_from_the_installed_package(site, tmp_path):
     }
     metric = mine["metric", "brightness_shift"]
     assert metric["target"] == "echo_brightness:METRIC"
-    assert metric["fields"]["spec"]["higher_is_better"] is False and metric["fields"]["spec"]["low"] == -255.0
+    assert metric["fields"]["spec"]["higher_is_better"] is False and metric["fields"]["spec"]["low"] == 0.0
     assert mine["backend", "canned"]["target"] == "echo_brightness.canned:CannedBackend"
     assert data["problems"] == []
     assert "WARNING" not in listed.stderr
@@ -342,4 +342,4 @@ print(json.dumps({{"folder": folder, "value": result["brightness_shift"], "space
     got = json.loads(done.stdout.splitlines()[-1])
     assert Path(got["folder"]) == site / "echo_brightness" / "brightness_shift"
     assert got["value"] == pytest.approx(RED_MINUS_GREY, abs=1e-9)
-    assert got["space"] == pytest.approx(-10.0, abs=1e-6) and got["better"] == "lower"
+    assert got["space"] == pytest.approx(10.0, abs=1e-6) and got["better"] == "lower"
