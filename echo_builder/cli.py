@@ -22,8 +22,9 @@ from echo_builder.commands.collect import collect
 from echo_builder.commands.curation import build, diff, publish
 from echo_builder.commands.demo import demo
 from echo_builder.commands.estimate import estimate
-from echo_builder.commands.evaluation import judge, leaderboard, metrics, publish_metrics
+from echo_builder.commands.evaluation import judge, metrics, publish_metrics
 from echo_builder.commands.generation import generate
+from echo_builder.commands.leaderboard import leaderboard
 from echo_builder.commands.options import EchoGroup
 from echo_builder.commands.plugins import plugins
 from echo_builder.commands.release import import_group

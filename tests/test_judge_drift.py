@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from echo_builder.cli import cli
-from echo_builder.commands import evaluation
+from echo_builder.commands import leaderboard as leaderboard_command
 from echo_builder.errors import ConfigError
 from echo_builder.judge import drift
 from echo_builder.judge.drift import DriftError, leaderboard_from_runs, merge_runs, run_id, select_anchors
@@ -258,7 +258,7 @@ def test_merge_refusals_and_guards(bench, openai_server, run1, tmp_path):
 
 
 def test_cli_default_threshold_matches_the_library():
-    assert evaluation.DEFAULT_DRIFT_THRESHOLD == drift.DEFAULT_DRIFT_THRESHOLD
+    assert leaderboard_command.DEFAULT_DRIFT_THRESHOLD == drift.DEFAULT_DRIFT_THRESHOLD
 
 
 def test_anchor_agreement_values_by_hand():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from echo_builder.commands.evaluation import _strict_json
+from echo_builder.commands.leaderboard import _strict_json
 from echo_builder.commands.options import MAX_N_BOOT, MAX_SEED, VOTES_FILE_HELP, EchoCommand, Number
 
 __all__ = ["agreement", "community_outputs", "export_pairs"]
