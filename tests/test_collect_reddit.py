@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, parse_qsl, urlsplit
 
@@ -44,29 +45,40 @@ def rec(shared_data: Path) -> Path:
     return path
 
 
+@dataclass
+class _PrawcoreSleeps:
+    retries: list[float] = field(default_factory=list)  # prawcore's retry backoff (sessions, random jitter)
+    pacing: list[float] = field(default_factory=list)  # prawcore's rate-limit pacing (x-ratelimit-* headers)
+
+
 @pytest.fixture(autouse=True)
 def _no_prawcore_sleep(monkeypatch):
-    """prawcore's own retry and pacing sleeps (time.sleep in its modules) are recorded, not slept.
+    """prawcore's own retry and pacing sleeps (time.sleep in its modules) are recorded, not slept, apart.
 
-    prawcore sees a virtual clock that moves only when it sleeps, so its pacing (``x-ratelimit-*`` headers ->
-    a delay before the next request) does not depend on how fast this machine happens to run the test.
+    The rate limiter sees a virtual clock that moves only when it paces, so its pacing depends on the headers
+    served alone: not on how fast this machine runs the test, nor on the retries' random jitter.
     """
     import prawcore.rate_limit
     import prawcore.sessions
 
-    slept: list[float] = []
+    slept = _PrawcoreSleeps()
     start_ns = time.monotonic_ns()
 
-    def now_ns() -> int:
-        return start_ns + int(sum(slept) * 1e9)
+    def paced_ns() -> int:
+        return start_ns + int(sum(slept.pacing) * 1e9)
 
-    class _Time:  # prawcore's view of the time module only: other threads keep the real clock and sleep
-        monotonic = staticmethod(lambda: now_ns() / 1e9)
-        monotonic_ns = staticmethod(now_ns)
-        sleep = staticmethod(slept.append)
+    class _SessionTime:  # prawcore's view of the time module only: other threads keep the real clock and sleep
+        monotonic = staticmethod(time.monotonic)
+        monotonic_ns = staticmethod(time.monotonic_ns)
+        sleep = staticmethod(slept.retries.append)
 
-    monkeypatch.setattr(prawcore.sessions, "time", _Time)
-    monkeypatch.setattr(prawcore.rate_limit, "time", _Time)
+    class _RateLimitTime:
+        monotonic = staticmethod(lambda: paced_ns() / 1e9)
+        monotonic_ns = staticmethod(paced_ns)
+        sleep = staticmethod(slept.pacing.append)
+
+    monkeypatch.setattr(prawcore.sessions, "time", _SessionTime)
+    monkeypatch.setattr(prawcore.rate_limit, "time", _RateLimitTime)
     return slept
 
 
@@ -213,7 +225,8 @@ def test_429_waits_for_x_ratelimit_reset(rec, keywords, tmp_path, _no_prawcore_s
         served = _scenario(server, rec, q2_first=[limit])
         result = _collector(server, keywords, tmp_path / "out", sleep=slept.append).run()
     assert slept == [38.0]
-    assert _no_prawcore_sleep == []  # prawcore's own delay for the 429 was cleared: one wait, not two
+    # prawcore's own delay for the 429 was cleared: one wait, not two
+    assert _no_prawcore_sleep.pacing == [] and _no_prawcore_sleep.retries == []
     assert result.summary["rate_limit_waits"]["count"] == 1 and result.summary["posts"] == served
 
 
@@ -225,7 +238,7 @@ def test_server_errors_are_retried_by_prawcore_then_by_the_collector(
         served = _scenario(server, rec, q2_first=[server_error(503)] * 3)
         result = _collector(server, keywords, tmp_path / "out", sleep=slept.append).run()
         assert server.count(SEARCH) == 12 + 3
-    assert len(_no_prawcore_sleep) == 2  # prawcore retried twice
+    assert len(_no_prawcore_sleep.retries) == 2  # prawcore retried twice
     assert slept == [1.0] and result.summary["retries"] == 1 and result.summary["posts"] == served
 
 

@@ -160,6 +160,10 @@ class ReplayServer:
                 for key, value in reply.headers.items():
                     self.send_header(key, value)
                 self.send_header("content-length", str(len(reply.body)))
+                # one request per connection: a client reusing a kept-alive connection sometimes met it closed
+                # ("Remote end closed connection without response"), which prawcore retries after a random
+                # sleep, so retry counts varied from run to run
+                self.send_header("connection", "close")
                 self.end_headers()
                 self.wfile.write(reply.body)
 
