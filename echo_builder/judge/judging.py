@@ -128,6 +128,10 @@ class Judge:
     def _params(self, template: JudgePrompt) -> GenerationParams:
         return self.params or GenerationParams(temperature=template.temperature, max_tokens=1024)
 
+    def _request(self, template: JudgePrompt, messages: Any, stage: str) -> CallRequest:
+        """One judge call: ``messages`` under ``template``'s generation settings, cached under its version."""
+        return CallRequest(messages, self._params(template), stage=stage, prompt_version=template.version)
+
     def _image(self, image: Any, name: str) -> ImagePart:
         # Items share input images across models: prepare each once. Paths key by path, bytes by content; other
         # objects by identity, which is safe because the memo is cleared per call while the items are alive.
@@ -239,12 +243,7 @@ class Judge:
                 messages = self._messages(template, item, [output])
             except ImageError as exc:
                 return [(i, Verdict(**base, status="error", error=f"input image: {exc}"))]
-            request = CallRequest(
-                messages,
-                self._params(template),
-                stage=f"judge-{template.name}",
-                prompt_version=template.version,
-            )
+            request = self._request(template, messages, f"judge-{template.name}")
             return [(i, request)]
 
         done = await prepare_and_call(self.caller, list(enumerate(items)), build, progress=progress)
@@ -339,12 +338,7 @@ class Judge:
             except ImageError as exc:
                 error = f"input image: {exc}"
                 return [(i, [Verdict(**base, criterion=c, status="error", error=error) for c in names])]
-            request = CallRequest(
-                messages,
-                self._params(template),
-                stage=f"judge-{template.name}",
-                prompt_version=template.version,
-            )
+            request = self._request(template, messages, f"judge-{template.name}")
             return [(i, request)]
 
         slots: list[int] = []
@@ -445,9 +439,7 @@ class Judge:
                 except ImageError as exc:
                     entries.append((base, Verdict(**base, status="error", error=f"input image: {exc}")))
                     continue
-                request = CallRequest(
-                    messages, self._params(template), stage="judge-pairwise", prompt_version=template.version
-                )
+                request = self._request(template, messages, "judge-pairwise")
                 entries.append((base, request))
             return entries
 
