@@ -27,9 +27,9 @@ def _run(*args: str):
     return result.stdout
 
 
-@pytest.fixture
-def bench(tmp_path):
-    """Six text-to-image samples; model 'green' draws green images, 'red' red ones, 'lazy' skips two samples."""
+def three_models(tmp_path):
+    """Six text-to-image samples; model 'green' draws green images, 'red' red ones, 'lazy' (red) has no output
+    for s0 and s1. Returns the benchmark folder and the outputs folder."""
     folder = make_benchmark(
         tmp_path / "bench", "text_to_image", [{"id": s, "prompt": f"prompt {s}"} for s in SAMPLES]
     )
@@ -42,6 +42,11 @@ def bench(tmp_path):
         },
     )
     return folder, outputs
+
+
+@pytest.fixture
+def bench(tmp_path):
+    return three_models(tmp_path)
 
 
 def scripted_judges(body):

@@ -6,7 +6,6 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from PIL import Image
 
 from echo_builder.cli import cli
 from echo_builder.judge.leaderboard import leaderboard_from_run
@@ -14,33 +13,14 @@ from echo_builder.judge.results import read_run_meta
 from echo_builder.judge.validity import validity_markdown, validity_report, write_validity
 from echo_builder.judge.verdicts_file import read_verdicts, write_verdicts
 from echo_builder.records import Verdict
-from tests.helpers.benchmark import make_benchmark, make_outputs
-from tests.test_judge import GREEN, RED, _dominant, _images
-
-SAMPLES = [f"s{i}" for i in range(6)]
-
-
-def _run(*args: str) -> str:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.stdout
+from tests.test_judge import _dominant, _images
+from tests.test_judge_runs import SAMPLES, _run, three_models
 
 
 @pytest.fixture
 def bench(tmp_path):
-    """Six text-to-image samples; 'green' draws green, 'red' red, 'lazy' (red) has no output for s0 and s1."""
-    folder = make_benchmark(
-        tmp_path / "bench", "text_to_image", [{"id": s, "prompt": f"prompt {s}"} for s in SAMPLES]
-    )
-    outputs = make_outputs(
-        tmp_path / "outputs",
-        {
-            "green": {s: Image.new("RGB", (32, 32), GREEN) for s in SAMPLES},
-            "red": {s: Image.new("RGB", (32, 32), RED) for s in SAMPLES},
-            "lazy": {s: Image.new("RGB", (32, 32), RED) for s in SAMPLES[2:]},
-        },
-    )
-    return folder, outputs
+    """The judge-run tests' benchmark: six samples; 'green', 'red', and 'lazy' (red, no output for s0, s1)."""
+    return three_models(tmp_path)
 
 
 def judge_args(bench, server, out, judges, *extra):
