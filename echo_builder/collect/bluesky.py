@@ -28,6 +28,8 @@ from echo_builder.collect.core import (
     TransientError,
     created_times,
     env_credential,
+    finite_number,
+    plausible_cursor,
     require_import,
 )
 
@@ -55,7 +57,10 @@ class BlueskySearch:
     Args:
         handle, app_password: the account; ``None`` reads ``BLUESKY_HANDLE`` / ``BLUESKY_APP_PASSWORD``.
         base_url: the service (PDS or entryway) to sign in at; default ``https://bsky.social``. After the sign-in
-            the SDK talks to the account's own PDS when the session names one.
+            the SDK talks to the account's own PDS when the session names one. A given ``base_url``'s host and
+            port are the only non-public address requests may go to (every request goes through
+            :func:`echo_builder.network.guarded_httpx.atproto_request`: address policy, at most 5 redirects, a
+            total deadline of ``deadline_s`` per request).
         sort: ``latest`` (every match, newest first) or ``top``.
     """
 
@@ -71,9 +76,19 @@ class BlueskySearch:
         *,
         base_url: str | None = None,
         sort: str = "latest",
+        deadline_s: float = 120.0,
+        timeout_s: float = 60.0,
     ) -> None:
+        from echo_builder.network.policy import NetworkPolicy
+        from echo_builder.secrets import register_secret
+
+        for secret in (handle, app_password):
+            register_secret(secret)
         self.handle = handle
         self.app_password = app_password
+        self.policy = NetworkPolicy.for_endpoints([base_url])
+        self.deadline_s = deadline_s
+        self.timeout_s = timeout_s
         self.base_url = base_url or DEFAULT_SERVICE
         self.sort = sort
         self.auth_requests = 0
@@ -90,7 +105,7 @@ class BlueskySearch:
             atproto = require_import("atproto", "atproto")
             handle = self.handle or env_credential("BLUESKY_HANDLE", "collect bluesky")
             password = self.app_password or env_credential("BLUESKY_APP_PASSWORD", "collect bluesky")
-            client = atproto.Client(base_url=self.base_url)
+            client = atproto.Client(base_url=self.base_url, request=self._request())
             kwargs: dict[str, Any] = {}
             if "fetch_bsky_profile" in inspect.signature(client.login).parameters:
                 kwargs["fetch_bsky_profile"] = False  # one request less; the profile is not needed
@@ -102,19 +117,35 @@ class BlueskySearch:
             self._client = client
         return self._client
 
+    def _request(self) -> Any:
+        from echo_builder.network.guarded_httpx import atproto_request
+
+        return atproto_request(self.policy, deadline_s=self.deadline_s, timeout_s=self.timeout_s)
+
     def _raise(self, exc: Exception, what: str) -> None:
+        import httpx
         from atproto_client import exceptions as ex
 
+        from echo_builder.network import DeadlineExceeded, RefusedDestination
+
+        cause = exc.__cause__ if isinstance(exc, ex.AtProtocolError) and exc.__cause__ is not None else exc
+        if isinstance(cause, RefusedDestination):
+            raise CollectError(f"Bluesky {what}: {cause}; nothing was sent there") from None
+        if isinstance(cause, DeadlineExceeded):
+            raise TransientError(f"Bluesky {what}: {cause}") from None
+        if isinstance(cause, httpx.TooManyRedirects):
+            raise CollectError(
+                f"Bluesky answered {what} with more than 5 redirects (a redirect loop); check --base-url"
+            ) from None
+        if isinstance(cause, RecursionError) or "recursion" in str(cause).lower():
+            raise CollectError(f"Bluesky answered {what} with JSON nested too deeply to read") from None
+        if isinstance(cause, (httpx.TransportError, httpx.DecodingError, httpx.StreamError)):
+            raise TransientError(f"Bluesky {what} failed ({type(cause).__name__})") from None
         response = getattr(exc, "response", None)
         status = getattr(response, "status_code", None)
         headers = getattr(response, "headers", None) or {}
         if isinstance(exc, ex.RateLimitExceededError) or status == 429:
-            reset = headers.get("ratelimit-reset")
-            try:
-                reset_at = float(reset) if reset is not None else None
-            except ValueError:
-                reset_at = None
-            raise RateLimited("HTTP 429", reset_at=reset_at) from None
+            raise RateLimited("HTTP 429", reset_at=finite_number(headers.get("ratelimit-reset"))) from None
         if isinstance(exc, ex.UnauthorizedError):
             raise CollectError(
                 f"Bluesky refused {what} ({status}: {_xrpc_message(response)}); check BLUESKY_HANDLE and "
@@ -131,6 +162,10 @@ class BlueskySearch:
         if isinstance(exc, ex.AtProtocolError):
             raise CollectError(
                 f"Bluesky failed {what}: {status or ''} {_xrpc_message(response)}".strip()
+            ) from None
+        if isinstance(exc, (TypeError, KeyError, AttributeError)):  # the SDK choking on an odd answer
+            raise BadResponse(
+                f"Bluesky answered {what} with a body the SDK cannot read ({type(exc).__name__})"
             ) from None
         raise exc
 
@@ -150,7 +185,7 @@ class BlueskySearch:
             if self._public is None:
                 atproto = require_import("atproto", "atproto")
                 given = self.base_url if self.base_url != DEFAULT_SERVICE else None
-                self._public = atproto.Client(base_url=given or PUBLIC_APPVIEW)
+                self._public = atproto.Client(base_url=given or PUBLIC_APPVIEW, request=self._request())
             client = self._public
         else:
             client = self.client()
@@ -183,16 +218,15 @@ class BlueskySearch:
         for post in posts:
             record = post.get("record") if isinstance(post, dict) else None
             stamps.append(record.get("createdAt") if isinstance(record, dict) else None)
-        next_cursor = body.get("cursor")
+        next_cursor, problem = plausible_cursor(body.get("cursor") if posts else None, "Bluesky")
         reset_at = None
         if headers.get("ratelimit-remaining") == "0":
-            try:
-                reset_at = float(headers.get("ratelimit-reset", ""))
-            except ValueError:
-                reset_at = None
+            reset_at = finite_number(headers.get("ratelimit-reset"))
         return Page(
             body=body,
-            next_cursor=next_cursor if isinstance(next_cursor, str) and next_cursor and posts else None,
+            next_cursor=next_cursor,
             created=created_times(stamps),
             reset_at=reset_at,
+            ids=[str(p.get("uri")) for p in posts if isinstance(p, dict)],
+            error=problem,
         )

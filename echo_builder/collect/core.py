@@ -61,12 +61,39 @@ __all__ = [
 
 STATE_VERSION = 1
 SUMMARY_NAME = "collect.json"
+#: Default budget of one query (a search, a conversation, a comment tree) when no other is given: pages, posts.
+DEFAULT_QUERY_REQUESTS = 50
+DEFAULT_QUERY_POSTS = 2000
+#: Consecutive pages that bring no post not seen before after which a query is stopped (a server that keeps
+#: handing out cursors to empty or repeated pages).
+MAX_STALE_PAGES = 3
+#: Longest cursor accepted from a platform (X's tokens and Bluesky's cursors are tens of characters).
+MAX_CURSOR_CHARS = 4096
+#: Cursor digests and post-id digests kept per query in the checkpoint (a bounded window: the checkpoint does not
+#: grow with the pages read).
+SEEN_CURSORS = 64
+RECENT_IDS = 2000
+#: Longest single rate-limit wait; a reset further away (``1e18``, a date in 2100) is waited this long at most,
+#: and only if ``--max-wait`` allows it. Unreadable or negative values wait :data:`DEFAULT_RATE_LIMIT_WAIT_S`.
+MAX_RATE_LIMIT_WAIT_S = 3600.0
+DEFAULT_RATE_LIMIT_WAIT_S = 60.0
 STATE_PATH = Path(".collect") / "state.json"
 POSTS_DIR = "posts"
+#: Files of the output-folder lock (:mod:`echo_builder.outlock`), which an empty folder may already hold.
+LOCK_NAMES = frozenset({".echo-bench.lock", ".echo-bench.owner.json"})
 
 
 class CollectError(EchoError):
-    """A collection stopped: the message says why and what to do; everything collected before is kept."""
+    """A collection stopped: the message says why and what to do; everything collected before is kept.
+
+    The message is redacted when the error is made (:func:`echo_builder.secrets.redact`): it often quotes what a
+    server sent back, which may echo a credential.
+    """
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        from echo_builder.secrets import redact
+
+        super().__init__(redact(str(message)), *args)
 
 
 class RateLimited(Exception):
@@ -119,12 +146,22 @@ class Page:
         created: the creation time of each post of the page (``None`` when a post has none), for counts per day.
         reset_at: UNIX time when the quota resets, set when the headers say no request is left in the window
             (the next request waits until then instead of drawing a 429).
+        ids: the platform's id of each post of the page (to tell pages that bring no new post); empty when the
+            platform gives none (every post then counts as new).
+        error: set when the page is kept but its query must stop (an implausible cursor, see
+            :func:`plausible_cursor`); recorded as the query's error.
+        server_cursor: the next cursor is the server's (a search); ``False`` when the client keeps it (Reddit's
+            queue of comment stubs, which shrinks as answers come): pages without new posts then do not count as
+            stale (:data:`MAX_STALE_PAGES`); the query's own budget still bounds it.
     """
 
     body: Any
     next_cursor: str | None
     created: list[datetime | None] = field(default_factory=list)
     reset_at: float | None = None
+    ids: list[str] = field(default_factory=list)
+    error: str | None = None
+    server_cursor: bool = True
 
 
 class Platform(Protocol):
@@ -146,6 +183,36 @@ class Platform(Protocol):
     # page and kept in the checkpoint, so its continuation pages ask for the same window.
 
     def fetch(self, job: Job, cursor: str | None, page_size: int) -> Page: ...
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def finite_number(value: Any) -> float | None:
+    """``value`` (a header's text, a number) as a finite float, else ``None`` (``nan``, ``inf``, ``tomorrow``)."""
+    import math
+
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def plausible_cursor(value: Any, where: str) -> tuple[str | None, str | None]:
+    """A platform's next-page cursor, checked: ``(cursor, None)``, ``(None, None)`` at the end of the results, or
+    ``(None, why)`` for a cursor over :data:`MAX_CURSOR_CHARS` characters (the query stops with that error)."""
+    if not isinstance(value, str) or not value:
+        return None, None
+    if len(value) > MAX_CURSOR_CHARS:
+        return None, (
+            f"{where} returned a cursor of {len(value):,} characters (more than {MAX_CURSOR_CHARS:,}), which is no "
+            "cursor; this query was stopped there (its pages so far are kept)"
+        )
+    return value, None
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -236,6 +303,9 @@ class Collector:
         out_dir: the output folder; nothing is written outside it.
         max_posts: stop once this many posts were read in all (X bills per post read); ``None``: no limit.
         max_requests: stop once this many requests were made in all; ``None``: no limit.
+        max_posts_per_query, max_requests_per_query: the budget of each query (pages and posts; default
+            :data:`DEFAULT_QUERY_POSTS`, :data:`DEFAULT_QUERY_REQUESTS`): a query that reaches it stops there
+            (status ``budget``) and a later run with a larger one continues it. ``None``: no per-query limit.
         max_wait_s: the most seconds a run waits for rate limits, together.
         max_attempts: attempts per page for server errors and unreadable bodies (>= 1).
         max_rate_limited: consecutive rate-limited answers for one page before giving up (a 429 storm).
@@ -251,6 +321,8 @@ class Collector:
         *,
         max_posts: int | None = None,
         max_requests: int | None = None,
+        max_posts_per_query: int | None = DEFAULT_QUERY_POSTS,
+        max_requests_per_query: int | None = DEFAULT_QUERY_REQUESTS,
         max_wait_s: float = 900.0,
         max_attempts: int = 4,
         max_rate_limited: int = 5,
@@ -266,6 +338,8 @@ class Collector:
         self.out = Path(out_dir)
         self.max_posts = max_posts
         self.max_requests = max_requests
+        self.max_posts_per_query = max_posts_per_query
+        self.max_requests_per_query = max_requests_per_query
         self.max_wait_s = max_wait_s
         self.max_attempts = max_attempts
         self.max_rate_limited = max_rate_limited
@@ -280,7 +354,7 @@ class Collector:
     def _load_state(self) -> dict[str, Any]:
         path = self.out / STATE_PATH
         if not path.exists():
-            if self.out.is_dir() and any(self.out.iterdir()):
+            if self.out.is_dir() and any(p.name not in LOCK_NAMES for p in self.out.iterdir()):
                 raise CollectError(
                     f"{self.out} is not empty and holds no collection (no {STATE_PATH}); give collect a new or empty "
                     "--out folder"
@@ -312,7 +386,9 @@ class Collector:
         return state
 
     def _save_state(self, state: dict[str, Any]) -> None:
-        _write_atomic(self.out / STATE_PATH, json.dumps(state, ensure_ascii=False, sort_keys=True))
+        from echo_builder.secrets import redact
+
+        _write_atomic(self.out / STATE_PATH, redact(json.dumps(state, ensure_ascii=False, sort_keys=True)))
 
     def _job_state(self, state: dict[str, Any], job: Job) -> dict[str, Any]:
         return state["jobs"].setdefault(
@@ -329,6 +405,8 @@ class Collector:
                 "done": False,
                 "error": None,
                 "effective": None,
+                "stale_pages": 0,
+                "recent_ids": [],
             },
         )
 
@@ -355,18 +433,37 @@ class Collector:
         js["posts"] += len(pending["created"])
         for day in pending["created"]:
             js["per_day"][day] = js["per_day"].get(day, 0) + 1
+        ids = pending.get("ids") or []
+        recent = js.setdefault("recent_ids", [])
+        fresh = [i for i in ids if i not in recent] if ids else pending["created"]
+        recent.extend(i for i in dict.fromkeys(ids) if i not in recent)
+        del recent[:-RECENT_IDS]
+        stale = not fresh and pending.get("server_cursor", True)
+        js["stale_pages"] = js.get("stale_pages", 0) + 1 if stale else 0
         cursor = pending["next_cursor"]
-        if cursor is not None and (cursor in js["seen"] or cursor == js["cursor"]):
+        seen = js["seen"]
+        if pending.get("error"):
+            js["error"] = pending["error"]
+            js["done"] = True
+        elif cursor is not None and (_digest(cursor) in seen or cursor in seen or cursor == js["cursor"]):
+            shown = cursor if len(cursor) <= 80 else cursor[:80] + "..."
             js["error"] = (
-                f"endless cursor: {self.platform.name} returned the cursor {cursor!r} again after {js['pages']} "
+                f"endless cursor: {self.platform.name} returned the cursor {shown!r} again after {js['pages']} "
                 "page(s); this query was stopped there (its pages so far are kept)"
             )
             js["done"] = True
         elif cursor is None:
             js["done"] = True
+        elif js["stale_pages"] >= MAX_STALE_PAGES:
+            js["error"] = (
+                f"{js['stale_pages']} pages in a row brought no post not seen before although {self.platform.name} "
+                "kept giving a next cursor; this query was stopped there (its pages so far are kept)"
+            )
+            js["done"] = True
         else:
             if js["cursor"] is not None:
-                js["seen"].append(js["cursor"])
+                seen.append(_digest(js["cursor"]))
+                del seen[:-SEEN_CURSORS]
             js["cursor"] = cursor
         state["posts"] += len(pending["created"])
         state["pending"] = None
@@ -374,11 +471,17 @@ class Collector:
 
     # -- requests ---------------------------------------------------------------------------------------------
     def _wait(self, seconds: float, reason: str, state: dict[str, Any]) -> None:
-        seconds = max(0.0, seconds)
+        asked = finite_number(seconds)
+        seconds = bounded_wait(seconds)
         if self._waited_this_run + seconds > self.max_wait_s:
-            resume_at = datetime.fromtimestamp(self.clock() + seconds, timezone.utc).strftime("%H:%M:%S UTC")
+            shown = asked if asked is not None and asked >= seconds else seconds
+            try:
+                moment = datetime.fromtimestamp(self.clock() + shown, timezone.utc)
+                resume_at = moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+            except (OverflowError, OSError, ValueError):
+                resume_at = "a time too far away to name"
             raise CollectError(
-                f"{reason}: the next request is allowed at {resume_at} (in {seconds:.0f} s), past --max-wait "
+                f"{reason}: the next request is allowed at {resume_at} (in {shown:.0f} s), past --max-wait "
                 f"{self.max_wait_s:.0f} s; run the same command again after that time to continue (everything "
                 "collected so far is kept)"
             )
@@ -393,7 +496,8 @@ class Collector:
         limited = 0
         while True:
             if self._reset_at is not None:
-                wait = self._reset_at - self.clock()
+                reset_at = finite_number(self._reset_at)
+                wait = reset_at - self.clock() if reset_at is not None else 0.0
                 self._reset_at = None
                 if wait > 0:
                     self._wait(wait + 1, f"{self.platform.name}'s rate limit is used up", state)
@@ -416,12 +520,13 @@ class Collector:
                         f"(query {job.query!r}); stopped. Run the same command later to continue (everything "
                         "collected so far is kept)"
                     ) from None
-                if exc.reset_at is not None:
-                    wait = exc.reset_at - self.clock() + 1
-                elif exc.wait_s is not None:
-                    wait = exc.wait_s
+                reset_at, wait_s = finite_number(exc.reset_at), finite_number(exc.wait_s)
+                if reset_at is not None:
+                    wait = reset_at - self.clock() + 1
+                elif wait_s is not None:
+                    wait = wait_s
                 else:
-                    wait = 60.0
+                    wait = DEFAULT_RATE_LIMIT_WAIT_S
                 self._wait(max(wait, 1.0), f"{self.platform.name} rate limit ({exc})", state)
             except TransientError as exc:
                 attempts += 1
@@ -467,7 +572,9 @@ class Collector:
                     "gives; run with the earlier query file to finish that collection, or use a new --out folder"
                 )
             self._commit(state, state["pending"])
-        budget_reached = False
+        from echo_builder.secrets import redact
+
+        budget_reached = query_budget = False
         bar = self._progress_bar(state)
         try:
             index = 0
@@ -478,9 +585,17 @@ class Collector:
                 while not js["done"]:
                     if self.max_posts is not None and state["posts"] >= self.max_posts:
                         raise _BudgetReached
+                    if self._query_budget_reached(js):
+                        js["budget"] = True
+                        query_budget = True
+                        break
+                    js.pop("budget", None)
                     size = self.platform.max_page_size
                     if self.max_posts is not None:
                         size = max(self.platform.min_page_size, min(size, self.max_posts - state["posts"]))
+                    if self.max_posts_per_query is not None:
+                        left = self.max_posts_per_query - js["posts"]
+                        size = max(self.platform.min_page_size, min(size, left))
                     if js.get("effective") is None:  # fixed at the first page; continuations reuse it
                         effective = getattr(self.platform, "effective_window", None)
                         window = effective(job.window, self.clock()) if effective else job.window
@@ -494,12 +609,16 @@ class Collector:
                     )
                     page = self._fetch(asked, js["cursor"], size, state)
                     self._reset_at = page.reset_at
-                    line = json.dumps(page.body, ensure_ascii=False, separators=(",", ":")) + "\n"
+                    # a server may echo a credential inside a page: it never reaches the posts file
+                    line = redact(json.dumps(page.body, ensure_ascii=False, separators=(",", ":"))) + "\n"
                     pending = {
                         "job": job.key,
                         "line": line,
                         "next_cursor": page.next_cursor,
                         "created": [_day(c) for c in page.created],
+                        "ids": [_digest(str(i)) for i in page.ids],
+                        "error": page.error,
+                        "server_cursor": page.server_cursor,
                     }
                     state["pending"] = pending
                     self._save_state(state)  # the page is safe from here on
@@ -518,9 +637,15 @@ class Collector:
             if bar is not None:
                 bar.close()
         errors = [f"{key}: {js['error']}" for key, js in state["jobs"].items() if js.get("error")]
+        budget_reached = budget_reached or query_budget
         status = "budget" if budget_reached else ("errors" if errors else "complete")
         summary = self._write_summary(state, status)
         return CollectResult(summary, state["requests"] - start_requests, errors, budget_reached)
+
+    def _query_budget_reached(self, js: dict[str, Any]) -> bool:
+        pages_full = self.max_requests_per_query is not None and js["pages"] >= self.max_requests_per_query
+        posts_full = self.max_posts_per_query is not None and js["posts"] >= self.max_posts_per_query
+        return pages_full or posts_full
 
     def _add_followups(self, state: dict[str, Any]) -> None:
         """Once every search job is done, add the platform's follow-up jobs (``followup_jobs(files)``: e.g. the
@@ -559,7 +684,9 @@ class Collector:
                     "window": job.window.as_dict(),
                     "searched": js.get("effective"),
                     "file": f"{POSTS_DIR}/{job.key}.jsonl",
-                    "status": "error" if js["error"] else ("done" if js["done"] else "incomplete"),
+                    "status": "error"
+                    if js["error"]
+                    else ("done" if js["done"] else ("budget" if js.get("budget") else "incomplete")),
                     "error": js["error"],
                     "pages": js["pages"],
                     "posts": js["posts"],
@@ -575,16 +702,33 @@ class Collector:
             "auth_requests": state.get("auth_requests", 0),
             "retries": state["retries"],
             "rate_limit_waits": {"count": state["rate_limit_waits"], "seconds": state["rate_limit_wait_s"]},
-            "budget": {"max_posts": self.max_posts, "max_requests": self.max_requests},
+            "budget": {
+                "max_posts": self.max_posts,
+                "max_requests": self.max_requests,
+                "max_posts_per_query": self.max_posts_per_query,
+                "max_requests_per_query": self.max_requests_per_query,
+            },
             "per_day": dict(sorted(per_day.items())),
             "queries": queries,
         }
-        _write_atomic(self.out / SUMMARY_NAME, json.dumps(summary, ensure_ascii=False, indent=2) + "\n")
-        return summary
+        from echo_builder.secrets import redact
+
+        text = redact(json.dumps(summary, ensure_ascii=False, indent=2))
+        _write_atomic(self.out / SUMMARY_NAME, text + "\n")
+        return json.loads(text)
 
 
 class _BudgetReached(Exception):
     pass
+
+
+def bounded_wait(seconds: Any) -> float:
+    """A rate-limit wait made sane: unreadable, infinite or negative values wait
+    :data:`DEFAULT_RATE_LIMIT_WAIT_S`; at least 0 s, at most :data:`MAX_RATE_LIMIT_WAIT_S`."""
+    value = finite_number(seconds)
+    if value is None:
+        return DEFAULT_RATE_LIMIT_WAIT_S
+    return min(max(0.0, value), MAX_RATE_LIMIT_WAIT_S)
 
 
 def parse_bound(value: str | None, option: str) -> datetime | None:
@@ -627,6 +771,10 @@ def decode_json(content: bytes, content_type: str | None, where: str) -> Any:
         raise BadResponse(f"{where} answered with an HTML page, not JSON ({shown!r})")
     try:
         return json.loads(text)
+    except RecursionError:
+        raise CollectError(
+            f"{where} answered with JSON nested too deeply to read ({len(content):,} bytes); not an API answer"
+        ) from None
     except ValueError as exc:
         raise BadResponse(
             f"{where} answered with malformed JSON ({exc}; {len(content)} bytes, possibly truncated)"

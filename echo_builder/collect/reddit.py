@@ -40,6 +40,8 @@ from echo_builder.collect.core import (
     Window,
     created_times,
     env_credential,
+    finite_number,
+    plausible_cursor,
     require_import,
 )
 
@@ -53,7 +55,10 @@ class RedditSearch:
         subreddits: where to search (``["all"]``: everywhere; several are searched together as ``a+b``).
         client_id, client_secret, user_agent, username, password: the app; ``None`` reads ``REDDIT_CLIENT_ID``,
             ``REDDIT_CLIENT_SECRET``, ``REDDIT_USER_AGENT``, ``REDDIT_USERNAME``, ``REDDIT_PASSWORD``.
-        base_url: one host for both ``oauth.reddit.com`` and ``www.reddit.com`` (tests, proxies).
+        base_url: one host for both ``oauth.reddit.com`` and ``www.reddit.com`` (tests, proxies); its host and
+            port are the only non-public address requests may go to (every request goes through
+            :func:`echo_builder.network.guarded_requests.guarded_session`: address policy, at most 5 redirects, a
+            total deadline of ``deadline_s`` per request).
         comments: after the searches, read the comment tree of every submission found, ``more`` stubs expanded
             (:meth:`fetch_thread`); one output file ``posts/comments-<id>.jsonl`` per submission.
         comment_sort: the comment order asked for (``confidence``, Reddit's default "best", ``new``, ``old``, ...).
@@ -76,7 +81,13 @@ class RedditSearch:
         base_url: str | None = None,
         comments: bool = False,
         comment_sort: str = "confidence",
+        deadline_s: float = 120.0,
     ) -> None:
+        from echo_builder.secrets import register_secret
+
+        for secret in (client_id, client_secret, password):
+            register_secret(secret)
+        self.deadline_s = deadline_s
         self.comments = comments
         self.comment_sort = comment_sort
         names = [s.strip().removeprefix("r/").removeprefix("/r/") for s in subreddits if s.strip()]
@@ -124,7 +135,13 @@ class RedditSearch:
                 kwargs.update(username=user, password=password)
             if self.base_url:
                 kwargs.update(oauth_url=self.base_url.rstrip("/"), reddit_url=self.base_url.rstrip("/"))
-            self._reddit = praw.Reddit(**kwargs)
+            from echo_builder.network.guarded_requests import guarded_session
+            from echo_builder.network.policy import NetworkPolicy
+
+            session = guarded_session(
+                NetworkPolicy.for_endpoints([self.base_url]), deadline_s=self.deadline_s
+            )
+            self._reddit = praw.Reddit(requestor_kwargs={"session": session}, **kwargs)
             self.auth_requests += 1  # the token is fetched with the first request
         return self._reddit
 
@@ -145,12 +162,10 @@ class RedditSearch:
         except prawcore.TooManyRequests as exc:
             headers = exc.response.headers
             self._clear_prawcore_delay()
-            wait = headers.get("x-ratelimit-reset") or headers.get("retry-after")
-            try:
-                wait_s = float(wait) if wait is not None else None
-            except ValueError:
-                wait_s = None
+            wait_s = finite_number(headers.get("x-ratelimit-reset") or headers.get("retry-after"))
             raise RateLimited("HTTP 429", wait_s=wait_s + 1 if wait_s is not None else None) from None
+        except RecursionError:
+            raise CollectError(f"Reddit answered {what} with JSON nested too deeply to read") from None
         except prawcore.BadJSON as exc:
             from echo_builder.collect.core import decode_json
 
@@ -171,7 +186,22 @@ class RedditSearch:
         except prawcore.ServerError as exc:
             raise TransientError(f"Reddit server error {exc.response.status_code}") from None
         except prawcore.RequestException as exc:
-            raise TransientError(f"Reddit could not be reached ({exc.original_exception!r})") from None
+            import requests
+
+            from echo_builder.network import DeadlineExceeded, RefusedDestination
+
+            cause = exc.original_exception
+            if isinstance(cause, RefusedDestination):
+                raise CollectError(f"Reddit: {cause}; nothing was sent there") from None
+            if isinstance(cause, requests.TooManyRedirects):
+                raise CollectError(
+                    f"Reddit answered {what} with more than 5 redirects (a redirect loop); check --base-url"
+                ) from None
+            if isinstance(cause, RecursionError):
+                raise CollectError(f"Reddit answered {what} with JSON nested too deeply to read") from None
+            if isinstance(cause, DeadlineExceeded):
+                raise TransientError(f"Reddit {what}: {cause}") from None
+            raise TransientError(f"Reddit could not be reached ({type(cause).__name__})") from None
         except prawcore.ResponseException as exc:
             if exc.response.status_code == 401:
                 raise CollectError(
@@ -194,11 +224,12 @@ class RedditSearch:
             with open(path, encoding="utf-8") as handle:
                 for line in handle:
                     body = json.loads(line)
-                    children = body.get("data", {}).get("children", []) if isinstance(body, dict) else []
-                    for child in children:
+                    data = body.get("data") if isinstance(body, dict) else None
+                    children = data.get("children") if isinstance(data, dict) else None
+                    for child in children if isinstance(children, list) else []:
                         if isinstance(child, dict) and child.get("kind") == "t3":
-                            sid = child.get("data", {}).get("id")
-                            if isinstance(sid, str) and sid:
+                            sid = _data(child).get("id")
+                            if isinstance(sid, str) and sid.isascii() and sid.isalnum() and len(sid) <= 16:
                                 ids.setdefault(sid, None)
         return [thread_job(sid) for sid in ids]
 
@@ -241,11 +272,13 @@ class RedditSearch:
                     raise BadResponse(f"Reddit answered {what} (thread {arg}) with a body that is no list")
         things = _things(body)
         tasks.extend(_stub_tasks(things))
-        created = created_times(t["data"].get("created_utc") for t in things if t.get("kind") in ("t1", "t3"))
+        posts = [t for t in things if t.get("kind") in ("t1", "t3")]
         return Page(
             body=body,
             next_cursor=json.dumps(tasks, separators=(",", ":")) if tasks else None,
-            created=created,
+            created=created_times(t["data"].get("created_utc") for t in posts),
+            ids=[str(t["data"].get("name") or t["data"].get("id")) for t in posts],
+            server_cursor=False,
         )
 
     def fetch(self, job: Job, cursor: str | None, page_size: int) -> Page:
@@ -269,14 +302,14 @@ class RedditSearch:
             shown = sorted(body) if isinstance(body, dict) else type(body).__name__
             raise BadResponse(f"Reddit search answered a body that is no Listing (got {shown})")
         children = body["data"].get("children") if isinstance(body["data"].get("children"), list) else []
-        stamps = [c.get("data", {}).get("created_utc") if isinstance(c, dict) else None for c in children]
+        stamps = [_data(c).get("created_utc") for c in children]
         created = created_times(stamps)
-        after = body["data"].get("after")
-        next_cursor = after if isinstance(after, str) and after and children else None
+        next_cursor, problem = plausible_cursor(body["data"].get("after") if children else None, "Reddit")
         since = job.window.since
         if since is not None and any(c is not None and c < since for c in created):
             next_cursor = None  # newest first: the rest of the listing is older than the window
-        return Page(body=body, next_cursor=next_cursor, created=created)
+        ids = [str(_data(c).get("name") or _data(c).get("id")) for c in children]
+        return Page(body=body, next_cursor=next_cursor, created=created, ids=ids, error=problem)
 
 
 def thread_job(submission_id: str) -> Job:
@@ -308,6 +341,12 @@ def _things(body: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _data(thing: Any) -> dict[str, Any]:
+    """The ``data`` object of a listing child, or ``{}`` for a child that has none (an odd record)."""
+    data = thing.get("data") if isinstance(thing, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
 def _stub_tasks(things: list[dict[str, Any]]) -> list[list[Any]]:
     tasks: list[list[Any]] = []
     for thing in things:
@@ -325,7 +364,7 @@ def _stub_tasks(things: list[dict[str, Any]]) -> list[list[Any]]:
 def _reason(response: Any) -> str:
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return f"HTTP {response.status_code}"
     if isinstance(body, dict):
         parts = [str(body[k]) for k in ("message", "reason", "explanation") if body.get(k)]

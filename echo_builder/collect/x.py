@@ -8,9 +8,10 @@ Each page is asked with the expansions ``build`` reads (``author_id``, ``attachm
 when a page has no ``next_token``.
 
 tweepy.Client has no base-URL setting (4.14-4.17 write ``https://api.twitter.com`` into ``BaseClient.request``), so
-:class:`_HostAdapter`, a ``requests`` transport adapter mounted on the client's own session, sends requests for
-that host to ``base_url`` instead (the loopback replay server in the tests, or a proxy) and gives every request a
-timeout (tweepy sets none). ``return_type=requests.Response`` keeps the body as X sent it (tweepy's ``Response``
+the client's session is replaced by a guarded one (:func:`echo_builder.network.guarded_requests.guarded_session`:
+every hop's address checked against the network policy, at most 5 redirects, a total deadline per request) whose
+transport adapter sends requests for that host to ``base_url`` instead (the loopback replay server in the tests, or
+a proxy) and gives every request a timeout (tweepy sets none). ``return_type=requests.Response`` keeps the body as X sent it (tweepy's ``Response``
 objects would drop ``meta`` fields and ``errors``), and ``wait_on_rate_limit`` is off: the collector waits itself,
 with a deadline and an injectable clock.
 
@@ -33,6 +34,8 @@ from echo_builder.collect.core import (
     created_times,
     decode_json,
     env_credential,
+    finite_number,
+    plausible_cursor,
     require_import,
 )
 
@@ -69,9 +72,10 @@ def conversation_job(conversation_id: str, window: Window | None = None) -> Job:
 
 
 def _host_adapter(base_url: str | None, timeout_s: float) -> Any:
-    from requests.adapters import HTTPAdapter
+    from echo_builder.network.guarded_requests import GuardedAdapter
+    from echo_builder.network.policy import NetworkPolicy
 
-    class _HostAdapter(HTTPAdapter):
+    class _HostAdapter(GuardedAdapter):
         """Sends ``https://api.twitter.com/...`` to ``base_url`` (when set) with a timeout on every request."""
 
         def send(self, request: Any, **kwargs: Any) -> Any:  # type: ignore[override]
@@ -81,14 +85,14 @@ def _host_adapter(base_url: str | None, timeout_s: float) -> Any:
                 kwargs["timeout"] = timeout_s
             return super().send(request, **kwargs)
 
-    return _HostAdapter()
+    return _HostAdapter(NetworkPolicy.for_endpoints([base_url]))
 
 
 def _x_errors(response: Any) -> str:
     """X's error text from a failed response: ``detail``/``title``/``message`` of the body, else the status."""
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return f"HTTP {response.status_code} {response.reason}"
     parts: list[str] = []
     if isinstance(body, dict):
@@ -108,8 +112,10 @@ class XSearch:
         archive: full-archive search (``/2/tweets/search/all``; Pro or Enterprise access, 1 request/s, pages of
             up to 500 posts) instead of recent search (the last 7 days, pages of up to 100).
         keep_retweets: do not add ``-is:retweet`` to the queries.
-        base_url: another API host (tests, proxies).
-        timeout_s: per-request timeout.
+        base_url: another API host (tests, proxies); its host and port are the only non-public address requests
+            may go to.
+        timeout_s: per-read timeout.
+        deadline_s: total seconds one request may take, redirects and body included.
     """
 
     name = "x"
@@ -123,8 +129,13 @@ class XSearch:
         keep_retweets: bool = False,
         base_url: str | None = None,
         timeout_s: float = 60.0,
+        deadline_s: float = 120.0,
     ) -> None:
+        from echo_builder.secrets import register_secret
+
+        register_secret(bearer_token)
         self.bearer_token = bearer_token
+        self.deadline_s = deadline_s
         self.archive = archive
         self.keep_retweets = keep_retweets
         self.base_url = base_url
@@ -170,12 +181,13 @@ class XSearch:
             tweepy = require_import("tweepy", "tweepy")
             requests = require_import("requests", "requests")
             token = self.bearer_token or env_credential("X_BEARER_TOKEN", "collect x")
+            from echo_builder.network.guarded_requests import guarded_session
+
             client = tweepy.Client(
                 bearer_token=token, return_type=requests.Response, wait_on_rate_limit=False
             )
             adapter = _host_adapter(self.base_url, self.timeout_s)
-            client.session.mount(API_HOST, adapter)
-            client.session.mount("https://api.x.com", adapter)
+            client.session = guarded_session(adapter.policy, deadline_s=self.deadline_s, adapter=adapter)
             self._client = client
         return self._client
 
@@ -186,11 +198,13 @@ class XSearch:
         tweepy = require_import("tweepy", "tweepy")
         import requests
 
+        from echo_builder.network import DeadlineExceeded, RefusedDestination
+
         try:
             response = getattr(self.client(), method)(*args, **params)
         except tweepy.TooManyRequests as exc:
             reset = exc.response.headers.get("x-rate-limit-reset")
-            raise RateLimited("HTTP 429", reset_at=float(reset) if _number(reset) else None) from None
+            raise RateLimited("HTTP 429", reset_at=finite_number(reset)) from None
         except tweepy.Unauthorized as exc:
             raise CollectError(
                 f"X refused the bearer token (401 Unauthorized: {_x_errors(exc.response)}); set X_BEARER_TOKEN to "
@@ -207,8 +221,20 @@ class XSearch:
             raise TransientError(f"X server error {exc.response.status_code} {exc.response.reason}") from None
         except tweepy.HTTPException as exc:
             raise CollectError(f"X answered {_x_errors(exc.response)} for {what}") from None
+        except RefusedDestination as exc:
+            raise CollectError(f"X: {exc}; nothing was sent there") from None
+        except DeadlineExceeded as exc:
+            raise TransientError(f"X {what}: {exc}") from None
+        except requests.TooManyRedirects:
+            raise CollectError(
+                f"X answered {what} with more than 5 redirects (a redirect loop); check --base-url"
+            ) from None
         except (requests.ConnectionError, requests.Timeout) as exc:
             raise TransientError(f"X could not be reached ({type(exc).__name__})") from None
+        except requests.RequestException as exc:  # a body cut short, an undecodable content coding
+            raise TransientError(f"X answered {what} with a broken reply ({type(exc).__name__})") from None
+        except RecursionError:
+            raise CollectError(f"X answered {what} with JSON nested too deeply to read") from None
         body = decode_json(response.content, response.headers.get("content-type"), "X")
         if not isinstance(body, dict) or not ({"data", "meta", "errors"} & body.keys()):
             shown = sorted(body) if isinstance(body, dict) else type(body).__name__
@@ -247,22 +273,17 @@ class XSearch:
         method = "search_all_tweets" if self.archive else "search_recent_tweets"
         body, response = self._call(f"the query {job.query!r}", method, job.query, **params)
         meta = body.get("meta") if isinstance(body.get("meta"), dict) else {}
-        token = meta.get("next_token")
         data = body.get("data") if isinstance(body.get("data"), list) else []
+        token, problem = plausible_cursor(meta.get("next_token"), "X")
         remaining = response.headers.get("x-rate-limit-remaining")
         reset = response.headers.get("x-rate-limit-reset")
-        reset_at = float(reset) if remaining == "0" and _number(reset) else None
+        reset_at = finite_number(reset) if remaining == "0" else None
+        posts = [t for t in data if isinstance(t, dict)]
         return Page(
             body=body,
-            next_cursor=token if isinstance(token, str) and token else None,
+            next_cursor=token,
             created=created_times(t.get("created_at") if isinstance(t, dict) else None for t in data),
             reset_at=reset_at,
+            ids=[str(t.get("id")) for t in posts],
+            error=problem,
         )
-
-
-def _number(value: Any) -> bool:
-    try:
-        float(value)
-    except (TypeError, ValueError):
-        return False
-    return True

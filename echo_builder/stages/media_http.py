@@ -8,20 +8,19 @@ caller with backoff, honouring ``Retry-After``). One :class:`_Deadline` bounds e
 
 from __future__ import annotations
 
-import contextlib
 import email.utils
 import functools
 import http.client
 import ipaddress
 import math
 import socket
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
-from echo_builder.stages.media_policy import Address, MediaPolicy, host_name
+from echo_builder.network.deadline import Deadline, resolve
+from echo_builder.network.policy import Address, MediaPolicy, host_name
 
 MAX_REDIRECTS = 5
 USER_AGENT = "echo-bench-media/0.1"
@@ -115,35 +114,9 @@ def _parse_url(url: str) -> _Target:
 
 
 # ------------------------------------------------------------------------------------------------ deadline
-class _Deadline:
-    """The total time one URL may take (every attempt, redirect, connect, header and body read, and retry wait).
-
-    When it passes, every socket opened under it is shut down, so a read blocked on a server that drips bytes
-    ends at once instead of waiting for the next byte. Use as a context manager.
-    """
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.end = time.monotonic() + seconds
-        self.expired = False
-        self._lock = threading.Lock()
-        self._sockets: list[socket.socket] = []
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
-
-    def __enter__(self) -> _Deadline:
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
-        with self._lock:
-            for sock in self._sockets:
-                sock.close()
-            self._sockets.clear()
-
-    def remaining(self) -> float:
-        return max(0.0, self.end - time.monotonic())
+class _Deadline(Deadline):
+    """The total time one URL may take (every attempt, redirect, connect, header and body read, and retry wait):
+    :class:`~echo_builder.network.deadline.Deadline`, its error worded for the media record."""
 
     def error(self) -> _Permanent:
         return _Permanent(
@@ -151,52 +124,17 @@ class _Deadline:
             "(connect, redirects, headers, body and retries)"
         )
 
-    def check(self) -> float:
-        """The seconds left; raises the deadline's ``_Permanent`` when none are."""
-        left = self.remaining()
-        if self.expired or left <= 0:
-            raise self.error()
-        return left
-
-    def watch(self, sock: socket.socket) -> None:
-        """Shut ``sock`` down when the deadline passes (a duplicate descriptor, so TLS wrapping does not matter)."""
-        dup = sock.dup()
-        with self._lock:
-            self._sockets.append(dup)
-            expired = self.expired
-        if expired:
-            with contextlib.suppress(OSError):
-                dup.shutdown(socket.SHUT_RDWR)
-
-    def _expire(self) -> None:
-        with self._lock:
-            self.expired = True
-            for sock in self._sockets:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
 
 def _lookup(host: str, port: int, timeout_s: float) -> list[str]:
-    """``getaddrinfo`` with a deadline (the resolver's own can be far longer); the addresses as text."""
-    done: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            done["infos"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except Exception as exc:  # handed to the waiting thread
-            done["error"] = exc
-
-    worker = threading.Thread(target=work, name="echo-media-dns", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if worker.is_alive():
-        raise _Transient(f"looking up host {host!r} took over {timeout_s:g} s")
-    error = done.get("error")
-    if isinstance(error, (OSError, UnicodeError)):
-        raise _Transient(f"cannot resolve host {host!r} ({error})") from None
-    if error is not None:
-        raise _Permanent(f"cannot resolve host {host!r} ({type(error).__name__}: {error})") from None
-    return list(dict.fromkeys(str(info[4][0]) for info in done["infos"]))
+    """:func:`~echo_builder.network.deadline.resolve`, its failures classified for the retry loop."""
+    try:
+        return resolve(host, port, timeout_s)
+    except TimeoutError as exc:
+        raise _Transient(str(exc)) from None
+    except (OSError, UnicodeError) as exc:
+        raise _Transient(f"cannot resolve host {host!r} ({exc})") from None
+    except Exception as exc:
+        raise _Permanent(f"cannot resolve host {host!r} ({type(exc).__name__}: {exc})") from None
 
 
 def _addresses(target: _Target, opts: dict[str, Any], deadline: _Deadline) -> list[Address]:
