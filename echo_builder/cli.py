@@ -145,12 +145,47 @@ class _Group(EchoGroup):
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, "--version", "-V", prog_name="echo-bench")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
-def cli(verbose: int) -> None:
+@click.option(
+    "--plugin-timeout",
+    metavar="SECONDS",
+    help="Deadline of each call of plugin code (a plugin metric's computation, a plugin source format's detection "
+    "and each record it reads, a plugin stage's run); one that does not return in time is abandoned and recorded "
+    "as that plugin's failure. Default: $ECHO_PLUGIN_TIMEOUT_S, else 300; 0: none.",
+)
+@click.option(
+    "--plugin-import-timeout",
+    metavar="SECONDS",
+    help="Deadline of each plugin's import when a registry is first read; a plugin whose import hangs is left out "
+    "and reported (echo-bench plugins). Default: $ECHO_PLUGIN_IMPORT_TIMEOUT_S, else 30; 0: none.",
+)
+def cli(verbose: int, plugin_timeout: str | None, plugin_import_timeout: str | None) -> None:
     """echo-bench: build living image-generation benchmarks from social-media posts and rank models on them.
 
     Implements ECHO (arXiv 2510.15021): curation of posts into text-to-image, image-to-image and analysis splits,
     VLM-judge win rates with bootstrap intervals, and community-driven metrics.
     """
+    from echo_builder.plugin_deadline import (
+        call_timeout,
+        import_timeout,
+        parse_timeout,
+        reset_timeouts,
+        set_timeouts,
+    )
+
+    reset_timeouts()  # each invocation starts from the environment (tests run many in one process)
+    for value, option, key in (
+        (plugin_timeout, "--plugin-timeout", "call"),
+        (plugin_import_timeout, "--plugin-import-timeout", "imports"),
+    ):
+        if value is not None:
+            try:
+                set_timeouts(**{key: parse_timeout(value, option)})
+            except EchoError as exc:
+                raise click.UsageError(str(exc)) from None
+    try:  # a bad ECHO_PLUGIN_TIMEOUT_S / ECHO_PLUGIN_IMPORT_TIMEOUT_S: one line now, not one per plugin later
+        call_timeout(), import_timeout()
+    except EchoError as exc:
+        raise click.UsageError(str(exc)) from None
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     protect_logging()  # keys in URLs or replies never reach a log line, whichever library logs them

@@ -29,6 +29,8 @@ __all__ = [
 
 #: the largest input file read whole (bytes): far above any real keyword list, vote export or prompt file
 MAX_INPUT_FILE_BYTES = 512 * 1024 * 1024
+#: the largest curation prompt file (YAML) read (bytes)
+MAX_PROMPT_YAML_BYTES = 1_000_000
 
 
 def read_small_file(path: str | Path, limit: int, what: str) -> bytes:
@@ -109,14 +111,16 @@ def read_prompt_yaml(
         ConfigError: the file is missing or not YAML, its ``format`` is not ``fmt``, or one of those keys is missing
             or not a non-empty string; the message names the file and the keys.
     """
-    import yaml
+    from echo_dataset.safe_yaml import kind_of, load_yaml
 
-    try:
-        data = yaml.safe_load(where.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{what} {str(where)!r} cannot be read: {exc}") from None
-    if not isinstance(data, dict) or data.get("format") != fmt:
-        raise ConfigError(f"{what} {str(where)!r} is not of format {fmt!r}")
+    name = f"{what} {str(where)!r}"
+    raw = read_small_file(where, MAX_PROMPT_YAML_BYTES, name)
+    # safe and bounded; an error names the line, never the file's content (PyYAML's own message quotes a line)
+    data = load_yaml(raw, name, error=ConfigError)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{name} is not of format {fmt!r}: expected a mapping, got {kind_of(data)}")
+    if data.get("format") != fmt:
+        raise ConfigError(f"{name} is not of format {fmt!r}")
     missing = [
         k for k in ("name", "version", "system", "user") if not isinstance(data.get(k), str) or not data[k]
     ]

@@ -21,7 +21,9 @@ Each entry point is loaded the first time its registry is read; what it loads is
 ``adopt`` function (a metric definition, a ``SourceAdapter`` or ``Backend`` subclass, ...). A plugin that fails to
 import or declares something invalid is reported (a warning, :func:`plugin_problems`, ``echo-bench plugins``) and
 left out; it never stops the package or another plugin from working. A plugin may not replace a built-in: a
-name clash is such a problem too.
+name clash is such a problem too. Each import (and adoption) runs in a daemon thread under the plugin import
+deadline (:mod:`echo_builder.plugin_deadline`, ``ECHO_PLUGIN_IMPORT_TIMEOUT_S``, 30 s by default): a plugin whose
+import never returns is such a problem too, and every command that reads the registry goes on without it.
 
 The pattern follows the plugin registries of pytest (``pytest11``), timm (``register_model``) and lmms-eval's
 task registry: declaration next to the implementation, discovery by entry point, lazy import.
@@ -43,6 +45,7 @@ from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 from echo_builder.errors import ConfigError, EchoError, MissingDependencyError
+from echo_builder.plugin_deadline import PluginTimeoutError, call_with_deadline
 
 __all__ = [
     "ENTRY_POINT_GROUPS",
@@ -185,6 +188,8 @@ class Registry(Generic[T]):
         self._problems: list[PluginProblem] = []
         self._points: dict[str, str] = {}  # plugin name -> its entry point's "module:attribute"
         self._plugins_loaded = False
+        self._plugins_done = threading.Event()  # set once the entry points are read (every plugin tried)
+        self._loader: int | None = None  # the thread reading the entry points right now
         self._builtins_imported = False
         self._importing_builtins = False
         self._lock = threading.RLock()
@@ -329,13 +334,29 @@ class Registry(Generic[T]):
                 self._importing_builtins = False
 
     def _ready(self) -> None:
-        if self._builtins_imported and self._plugins_loaded:
+        if self._builtins_imported and self._plugins_done.is_set():
             return
+        from echo_builder.plugin_deadline import in_plugin_import
+
+        me = threading.get_ident()
         with self._lock:
             self.import_builtins()
-            if not self._plugins_loaded:
+            load = not self._plugins_loaded
+            if load:
                 self._plugins_loaded = True
+                self._loader = me
+        if load:
+            # each plugin is imported in a worker thread under a deadline (echo_builder.plugin_deadline): the lock
+            # is not held meanwhile, so a plugin that declares itself while imported can take it
+            try:
                 self._load_plugins()
+            finally:
+                self._loader = None
+                self._plugins_done.set()
+        elif self._loader not in (None, me) and not in_plugin_import():
+            # another thread is reading the entry points: wait for it (its imports are bounded by the deadline);
+            # the loading thread itself and a plugin being imported get what is declared so far
+            self._plugins_done.wait()
 
     def __contains__(self, name: object) -> bool:
         self._ready()
@@ -466,8 +487,15 @@ class Registry(Generic[T]):
                 )
                 continue
             try:
-                loaded = point.load()
-                entry, obj = self._adopt_plugin(point.name, loaded, distribution or point.value)
+                # the import and the adoption (a plugin's own code: its module, a class's constructor) run in a
+                # daemon thread under the plugin import deadline: one that hangs is abandoned, not waited for
+                entry, obj = call_with_deadline(
+                    lambda point=point, origin=distribution or point.value: self._adopt_plugin(
+                        point.name, point.load(), origin
+                    ),
+                    what=f"its import ({point.value})",
+                    imports=True,
+                )
                 if not entry.target:  # an adopted declaration knows no import path: the entry point's is it
                     entry = dataclasses.replace(entry, target=point.value)
                 if entry.name != point.name:
@@ -476,12 +504,25 @@ class Registry(Generic[T]):
                     )
                 self._add(entry, obj)
                 self._points[entry.name] = point.value
+            except PluginTimeoutError as exc:
+                # an import that hangs: abandoned at its deadline, reported like a failure
+                reason = str(exc).removeprefix("its ")
+                self._problem(self.group, point.name, point.value, distribution, reason)
             except (Exception, SystemExit) as exc:
                 # any failure of third-party code is that plugin's problem only: a module that calls sys.exit()
                 # while being imported included (KeyboardInterrupt still stops the program)
                 self._problem(
                     self.group, point.name, point.value, distribution, f"{type(exc).__name__}: {exc}"
                 )
+
+    def _load_point(self, point: Any) -> Any:
+        """``point.load()`` (the plugin's import) in a daemon thread, under the plugin import deadline.
+
+        Raises:
+            PluginTimeoutError: the import did not return in time; it was abandoned (its module may stay half
+                imported: :meth:`_same_object` never imports it in the caller's thread).
+        """
+        return call_with_deadline(point.load, what=f"its import ({point.value})", imports=True)
 
     def _same_object(self, existing: Entry[T], point: Any) -> bool:
         """Whether an entry point names the very object already registered under its name: a plugin class that
@@ -495,7 +536,7 @@ class Registry(Generic[T]):
         if not existing.target or module_name not in sys.modules:  # a clash is decided without importing it
             return False
         try:
-            loaded = point.load()
+            loaded = self._load_point(point)
         except (Exception, SystemExit):
             return False
         return existing.target == f"{getattr(loaded, '__module__', '')}:{getattr(loaded, '__qualname__', '')}"
@@ -524,6 +565,7 @@ class Registry(Generic[T]):
             self._problems.clear()
             self._points.clear()
             self._plugins_loaded = False
+            self._plugins_done.clear()
 
 
 _REGISTRIES: dict[str, Registry[Any]] = {}

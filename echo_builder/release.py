@@ -329,6 +329,7 @@ def _check_out(out: Path, source: str, images: Path | None) -> None:
     """Refuse, before the release is read, an ``--out`` that is a file, the source or the images folder, a folder
     of other files or another command's output, or an earlier import holding a symbolic link where import
     writes (see :func:`_check_writable_paths`)."""
+    from echo_builder.outlock import is_lock_file
     from echo_dataset.safe_io import claim_output, read_marker
 
     if out.exists() and not out.is_dir():
@@ -339,7 +340,8 @@ def _check_out(out: Path, source: str, images: Path | None) -> None:
             raise ConfigError(f"--out {str(out)!r} is {what}; choose another folder")
     if not out.is_dir():
         return
-    if any(p.name not in _SEEDED for p in out.iterdir()) and (read_marker(out) or {}).get("kind") != "import":
+    foreign = [p for p in out.iterdir() if p.name not in _SEEDED and not is_lock_file(p.name)]
+    if foreign and (read_marker(out) or {}).get("kind") != "import":
         # claim_output says why, with the details (it refuses a folder it did not write)
         claim_output(out, "import", what="import folder", allowed=_SEEDED, scan_links=False)
     _check_writable_paths(out)
@@ -370,16 +372,41 @@ def _claim_out(out: Path) -> None:
     mark_output(out, "import")
 
 
-def _local_image(images: Path | None, sample_id: str, kind: str, k: int) -> str | None:
-    """Relative path (to ``images``) of the local copy of image ``k`` of ``kind`` (``input`` / ``output``)."""
+def _local_images(images: Path | None, sample_id: str, kind: str) -> dict[int, str]:
+    """``k`` -> relative path (to ``images``) of the local copy of image ``k`` of ``kind`` (``input`` /
+    ``output``): the first file named ``<kind>_<k>.*`` (by name) in the first of :data:`_IMAGE_DIRS` that has one.
+
+    Each folder is listed once per sample and kind (not once per image token: a row of 100,000 tokens beside
+    100,000 files was quadratic, a glob of the whole folder per token)."""
     if images is None or not _SAFE_ID.fullmatch(sample_id):
-        return None
+        return {}
+    prefix = f"{kind}_"
+    found: dict[int, str] = {}
     for folder in _IMAGE_DIRS:
         base = images / folder / sample_id / f"{kind}_images"
-        found = sorted(p for p in base.glob(f"{kind}_{k}.*") if p.is_file()) if base.is_dir() else []
-        if found:
-            return found[0].relative_to(images).as_posix()
-    return None
+        if not base.is_dir():
+            continue
+        names: dict[int, list[str]] = {}
+        try:
+            entries = list(os.scandir(base))
+        except OSError:
+            continue
+        for entry in entries:
+            digits, dot, _ = entry.name.removeprefix(prefix).partition(".")
+            # exactly what the glob "<kind>_<k>.*" matches: k in plain decimal digits, then a dot
+            if not (entry.name.startswith(prefix) and dot and digits.isascii() and digits.isdigit()):
+                continue
+            if str(int(digits)) != digits:  # "input_01.png" is not image 1
+                continue
+            try:
+                if not entry.is_file():  # follows a symbolic link, as Path.is_file did
+                    continue
+            except OSError:
+                continue
+            names.setdefault(int(digits), []).append(entry.name)
+        for k, candidates in names.items():
+            found.setdefault(k, f"{folder}/{sample_id}/{kind}_images/{min(candidates)}")
+    return found
 
 
 def _local_crops(images: Path | None, sample_id: str) -> list[tuple[int, int, str]]:
@@ -419,6 +446,7 @@ def _refs(
     embedded: list[tuple[int, Any]],
 ) -> list[MediaRef]:
     refs = []
+    local_copies = _local_images(images, sample_id, kind) if tokens else {}
     for k, token in enumerate(tokens, start=1):
         if isinstance(token, Mapping):  # an embedded image (the -mit variant): stored directly
             embedded.append((len(refs), token))
@@ -427,7 +455,7 @@ def _refs(
         text = str(token).strip()
         url = token_url(text, template)
         media_id = text if url is not None and not text.lower().startswith(("http://", "https://")) else None
-        local = _local_image(images, sample_id, kind, k)
+        local = local_copies.get(k)
         refs.append(
             MediaRef(type="image", url=url, media_id=media_id or (None if url else text or None), path=local)
         )
@@ -640,16 +668,21 @@ def import_release(
             sample = resolved[original.id]
             errors = list(sample.media_errors)
             columns: dict[str, list[MediaRef]] = {}
+            # the embedded images' ids: the media stage's errors for them are dropped, and the store's own errors
+            # for them added after the others
+            stored: set[str] = set()
+            added: list[str] = []
             for column in ("input_images", "output_images"):
                 column_refs = list(getattr(sample, column))
                 for position, image in embedded_of.get((sample.id, column), []):
+                    stored.add(f"media_id:{column_refs[position].media_id}")
                     column_refs[position], error = _store_embedded(store, column_refs[position], image)
-                    errors = [
-                        e for e in errors if not e.startswith(f"media_id:{column_refs[position].media_id}")
-                    ]
                     if error:
-                        errors.append(f"{column_refs[position].media_id}: {error}")
+                        added.append(f"{column_refs[position].media_id}: {error}")
                 columns[column] = column_refs
+            if stored:  # one pass (one per embedded image was quadratic): drop what starts with a stored id
+                lengths = {len(p) for p in stored}
+                errors = [e for e in errors if not any(e[:n] in stored for n in lengths)] + added
             sample = sample.model_copy(
                 update={
                     "input_images": tuple(columns["input_images"]),
@@ -669,12 +702,11 @@ def import_release(
                     if a != c and b != d
                 ]
                 sample = sample.model_copy(update={"input_bboxes": tuple(boxes)})
+            reasons = _first_error_by_prefix(sample.media_errors)  # one pass, not one per missing image
             for ref in (*sample.input_images, *sample.output_images):
                 if ref.path is None:
                     counts["missing"] += 1
-                    reason = next(
-                        (e for e in sample.media_errors if e.startswith(f"{ref.url or ref.media_id}:")), ""
-                    )
+                    reason = reasons.get(f"{ref.url or ref.media_id}", "")
                     if len(report.missing) < _MAX_LISTED_MISSING:
                         report.missing.append(f"{config}/{sample.id}: {reason or (ref.url or ref.media_id)}")
                 else:
@@ -684,6 +716,18 @@ def import_release(
         report.images[config] = dict(counts)
     _write(out, written, store.root, report)
     return report
+
+
+def _first_error_by_prefix(errors: Sequence[str]) -> dict[str, str]:
+    """``key`` -> the first of ``errors`` that starts with ``key + ":"``, for every such key (each text cut at each
+    of its colons): the lookup a missing image's reason needs, built in one pass over a row's errors."""
+    first: dict[str, str] = {}
+    for error in errors:
+        at = error.find(":")
+        while at != -1:
+            first.setdefault(error[:at], error)
+            at = error.find(":", at + 1)
+    return first
 
 
 def _screenshot(

@@ -16,11 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from echo_dataset import CONFIG_NAMES
 from echo_dataset.errors import EchoDatasetError
 from echo_dataset.loading import BenchmarkNotFoundError, iter_config
+from echo_dataset.safe_yaml import YAMLReadError, load_yaml
 
 __all__ = [
     "FIRST_VERSION",
@@ -64,8 +63,8 @@ def _front_matter(text: str) -> dict[str, Any]:
     if end < 0:
         return {}
     try:
-        meta = yaml.safe_load(text[4:end])
-    except yaml.YAMLError:
+        meta = load_yaml(text[4:end], "the card's front matter")
+    except YAMLReadError:
         return {}
     return meta if isinstance(meta, dict) else {}
 

@@ -77,8 +77,16 @@ KEYS = "the keys 'term' (required), 'window_days', 'before_days'"
 @pytest.mark.parametrize(
     "entry, message",
     [
-        (5, f"keyword 1 must be a term or an object with {KEYS}; got 5"),
-        ({"window_days": 3}, f"keyword 1 must be a term or an object with {KEYS}; got {{'window_days': 3}}"),
+        # a wrong entry is named by its kind and keys, never by its values (a file that is no keyword list)
+        (5, f"keyword 1 must be a term or an object with {KEYS}; got a number"),
+        (
+            {"window_days": 3},
+            f"keyword 1 must be a term or an object with {KEYS}; got an object with the keys 'window_days'",
+        ),
+        (
+            {"password": "hunter2"},
+            f"keyword 1 must be a term or an object with {KEYS}; got an object with the keys 'password'",
+        ),
         # a misspelt key used to be ignored: the keyword then matched at any time
         (
             {"term": "openai", "windows_days": 14},

@@ -191,11 +191,14 @@ def read_prompt_file(path: str | Path, column: str | None = None) -> list[str]:
                 f"--compare {file}: cannot be read as {suffix[1:]} ({type(exc).__name__}: {first})"
             ) from None
         names = [str(c) for c in frame.columns]
+        # column names are listed only when they look like names: the header of a file that is no prompt set is
+        # its first line, never printed
+        from echo_dataset.safe_yaml import shown_key
+
+        listed = ", ".join(n if shown_key(n) else f"column {k}" for k, n in enumerate(names[:20], 1))
         if column is not None:
             if column not in names:
-                raise ConfigError(
-                    f"--compare {file}: no column {column!r} (columns: {', '.join(names[:20])})"
-                )
+                raise ConfigError(f"--compare {file}: no column {column!r} (columns: {listed})")
             chosen = column
         elif len(names) == 1:
             chosen = names[0]
@@ -203,8 +206,7 @@ def read_prompt_file(path: str | Path, column: str | None = None) -> list[str]:
             chosen = "prompt"
         else:
             raise ConfigError(
-                f"--compare {file}: which column holds the prompts? give --compare-column (columns: "
-                f"{', '.join(names[:20])})"
+                f"--compare {file}: which column holds the prompts? give --compare-column (columns: {listed})"
             )
         prompts = [v.strip() if isinstance(v, str) else "" for v in frame[chosen].tolist()]
     else:

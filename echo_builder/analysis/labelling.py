@@ -253,17 +253,20 @@ def load_prompt(name: str, stage: str) -> PromptTemplate:
     Raises:
         ConfigError: the file is missing or lacks ``version``, ``system`` or ``user``.
     """
-    import yaml
+    from echo_dataset.safe_yaml import load_yaml
 
+    where = f"analysis prompt file {name}.yaml"
     try:
         text = (
             resources.files("echo_builder.analysis")
             .joinpath("prompt_files", f"{name}.yaml")
             .read_text("utf-8")
         )
-        data = yaml.safe_load(text)
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"analysis prompt file {name}.yaml cannot be read: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"{where} cannot be read: {getattr(exc, 'strerror', None) or type(exc).__name__}"
+        ) from None
+    data = load_yaml(text, where, error=ConfigError)
     if not isinstance(data, dict) or not all(
         isinstance(data.get(k), str) for k in ("version", "system", "user")
     ):

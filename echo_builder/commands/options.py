@@ -474,35 +474,6 @@ def _run_config_keys(command: click.Command) -> dict[str, tuple[click.Parameter,
     return {k: v for k, v in keys.items() if k not in _SKIPPED_KEYS}
 
 
-class _UniqueKeyLoader:
-    """A YAML safe loader that refuses a mapping key given twice (PyYAML keeps the last one silently)."""
-
-    @staticmethod
-    def make() -> type:
-        import yaml
-
-        class Loader(yaml.SafeLoader):
-            pass
-
-        def mapping(loader: Any, node: Any, deep: bool = False) -> Any:
-            seen: set[Any] = set()
-            for key_node, _ in node.value:
-                key = loader.construct_object(key_node, deep=deep)
-                try:
-                    duplicate = key in seen
-                    seen.add(key)
-                except TypeError:  # a list or mapping as key: refused later as a key that is not a name
-                    continue
-                if duplicate:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"key {key!r} is given twice", key_node.start_mark
-                    )
-            return loader.construct_mapping(node, deep=deep)
-
-        Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-        return Loader
-
-
 def read_run_config(
     path: str, command: click.Command, ctx: click.Context | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -516,9 +487,8 @@ def read_run_config(
     """
     import hashlib
 
-    import yaml
-
     from echo_builder.input_files import read_small_file
+    from echo_dataset.safe_yaml import kind_of, load_yaml, shown_key
 
     where = f"--run-config {path}"
     raw = read_small_file(path, MAX_RUN_CONFIG_BYTES, where)
@@ -526,33 +496,28 @@ def read_run_config(
         text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader.make())  # a SafeLoader subclass
-    except RecursionError:  # PyYAML composes nested nodes recursively: '[[[[...' a million deep
-        raise ConfigError(f"{where}: not valid YAML: nested too deeply") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{where}: not valid YAML{at}: {' '.join(str(problem).split())}") from None
+    # safe, bounded (alias bombs, nesting, recursion), a key given twice refused; the error never quotes the file
+    data = load_yaml(text, where, unique_keys=True, error=ConfigError)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(
-            f"{where}: expected a mapping of option names to values (out: runs/x), got {type(data).__name__}"
+            f"{where}: expected a mapping of option names to values (out: runs/x), got {kind_of(data)}"
         )
     keys = _run_config_keys(command)
     name = command.name or "command"
     values: dict[str, Any] = {}
     shown: dict[str, Any] = {}
     params: dict[str, str] = {}
-    for key, value in data.items():
+    for position, (key, value) in enumerate(data.items(), start=1):
+        # a key is shown only when it looks like a name: a file that is no run config never has a line printed
+        described = f"key {shown_key(key) or f'{position} of the file'}"
         if not isinstance(key, str) or not key:
-            raise ConfigError(f"{where}: key {_clip(repr(key))} is not an option name")
+            raise ConfigError(f"{where}: {described} is not an option name")
         normal = key.replace("_", "-").removeprefix("--")
         if normal not in keys:
             raise ConfigError(
-                f"{where}: unknown key {_clip(repr(key))} for `echo-bench {name}`; known keys: "
+                f"{where}: unknown {described} for `echo-bench {name}`; known keys: "
                 + ", ".join(sorted(keys))
             )
         param, inverted = keys[normal]

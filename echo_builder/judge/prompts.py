@@ -226,6 +226,43 @@ def _fail(where: str, key: str, problem: str) -> ConfigError:
     return ConfigError(f"judge prompt {where}: field {key!r}: {problem}")
 
 
+def _shown(value: Any) -> str:
+    """A wrong value as an error shows it: a short identifier-like text or number as it is, anything else only by
+    what it is (``a string``), so that an error never quotes the content of a file that is no prompt file."""
+    from echo_dataset.safe_yaml import kind_of, shown_key
+
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return repr(value)
+    if isinstance(value, float) and abs(value) < 1e9:
+        return repr(value)
+    return shown_key(value) or kind_of(value)
+
+
+def _safe_key(key: Any) -> bool:
+    from echo_dataset.safe_yaml import shown_key
+
+    return isinstance(key, str) and shown_key(key) is not None
+
+
+def _check_top_level(doc: Any, where: str) -> None:
+    """A prompt file is a mapping of the known fields: anything else is refused naming only the kind of value or
+    the field (a field name that is not identifier-like is named by its position), never the file's text."""
+    from echo_dataset.safe_yaml import kind_of, shown_key
+
+    if not isinstance(doc, dict):
+        raise ConfigError(f"judge prompt {where}: expected a YAML mapping of fields, got {kind_of(doc)}")
+    for position, key in enumerate(doc, start=1):
+        if key not in _TOP_KEYS:
+            shown = shown_key(key)
+            allowed = ", ".join(sorted(_TOP_KEYS))
+            if shown is None:
+                raise ConfigError(
+                    f"judge prompt {where}: key {position} of the file is not a prompt field "
+                    f"(not a YAML mapping of fields?); allowed: {allowed}"
+                )
+            raise _fail(where, str(key), f"unknown field; allowed: {allowed}")
+
+
 def _text(
     doc: Mapping[str, Any], key: str, where: str, *, default: str | None = None, label: str = ""
 ) -> str:
@@ -254,7 +291,7 @@ def _number(
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok or not (low <= value <= high):  # nan fails the range test
         kind = "an integer" if integer else "a number"
-        raise _fail(where, label, f"expected {kind} in [{low:g}, {high:g}], got {value!r}")
+        raise _fail(where, label, f"expected {kind} in [{low:g}, {high:g}], got {_shown(value)}")
     return int(value) if integer else float(value)
 
 
@@ -263,7 +300,7 @@ def _choice(
 ) -> str:
     value = doc.get(key, default)
     if value not in choices:
-        raise _fail(where, label, f"expected one of {', '.join(choices)}, got {value!r}")
+        raise _fail(where, label, f"expected one of {', '.join(choices)}, got {_shown(value)}")
     return str(value)
 
 
@@ -271,9 +308,12 @@ def _section(doc: Mapping[str, Any], key: str, where: str, allowed: set[str]) ->
     value = doc.get(key) or {}
     if not isinstance(value, dict):
         raise _fail(where, key, f"expected a mapping, got {type(value).__name__}")
-    unknown = sorted(str(k) for k in value if k not in allowed)
-    if unknown:
-        raise _fail(where, f"{key}.{unknown[0]}", f"unknown field; allowed: {', '.join(sorted(allowed))}")
+    for position, sub in enumerate(value, start=1):
+        if sub not in allowed:
+            from echo_dataset.safe_yaml import shown_key
+
+            label = f"{key}.{sub}" if shown_key(sub) else f"{key} (key {position})"
+            raise _fail(where, label, f"unknown field; allowed: {', '.join(sorted(allowed))}")
     return value
 
 
@@ -284,16 +324,10 @@ def prompt_from_mapping(doc: Any, where: str, *, builtin: bool = False) -> Judge
         ConfigError: one line naming ``where`` and the field: an unknown field, a wrong type, a value out of range,
             a pattern that does not compile or lacks its one group, an unknown or misplaced placeholder.
     """
-    if not isinstance(doc, dict):
-        raise ConfigError(
-            f"judge prompt {where}: expected a YAML mapping of fields, got {type(doc).__name__}"
-        )
-    unknown = sorted(str(k) for k in doc if k not in _TOP_KEYS)
-    if unknown:
-        raise _fail(where, unknown[0], f"unknown field; allowed: {', '.join(sorted(_TOP_KEYS))}")
+    _check_top_level(doc, where)
     fmt = doc.get("format", PROMPT_FILE_FORMAT)
     if fmt != PROMPT_FILE_FORMAT:
-        raise _fail(where, "format", f"expected {PROMPT_FILE_FORMAT!r}, got {fmt!r}")
+        raise _fail(where, "format", f"expected {PROMPT_FILE_FORMAT!r}, got {_shown(fmt)}")
     name = _text(doc, "name", where, default=Path(where).stem)
     version = _text(doc, "version", where, default=name)
     if not name.strip() or not version.strip():
@@ -303,13 +337,16 @@ def prompt_from_mapping(doc: Any, where: str, *, builtin: bool = False) -> Judge
     raw_fields = doc.get("fields") or {}
     if not isinstance(raw_fields, dict):
         raise _fail(
-            where, "fields", f"expected a mapping of name -> with_inputs/without_inputs, got {raw_fields!r}"
+            where,
+            "fields",
+            f"expected a mapping of name -> with_inputs/without_inputs, got {_shown(raw_fields)}",
         )
     fields = []
-    for fname, texts in raw_fields.items():
-        label = f"fields.{fname}"
+    for position, (fname, texts) in enumerate(raw_fields.items(), start=1):
         if not isinstance(fname, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", fname):
-            raise _fail(where, label, "a field name is letters, digits and _ (not starting with a digit)")
+            shown = f"fields.{fname}" if _safe_key(fname) else f"fields (key {position})"
+            raise _fail(where, shown, "a field name is letters, digits and _ (not starting with a digit)")
+        label = f"fields.{fname}"
         if fname in ("prompt", "n_inputs", OCR_TEXT, CRITERIA_LIST, CRITERIA_JSON) or _is_image_name(fname):
             raise _fail(where, label, "this name is a built-in placeholder")
         if isinstance(texts, str):
@@ -417,17 +454,18 @@ def _criteria(doc: Mapping[str, Any], where: str, kind: str) -> tuple[tuple[str,
             where, "criteria", "answer.kind criteria needs a mapping of criterion name -> description"
         )
     out = []
-    for name, spec in raw.items():
-        label = f"criteria.{name}"
+    for position, (name, spec) in enumerate(raw.items(), start=1):
         if not isinstance(name, str) or not _CRITERION_NAME.fullmatch(name) or name == "overall":
-            raise _fail(where, label, "a criterion name is lower-case letters, digits and _ (not 'overall')")
+            shown = f"criteria.{name}" if _safe_key(name) else f"criteria (key {position})"
+            raise _fail(where, shown, "a criterion name is lower-case letters, digits and _ (not 'overall')")
+        label = f"criteria.{name}"
         if isinstance(spec, str):
             spec = {"description": spec}
         section = _section({name: spec}, name, where, {"description", "inputs_only"})
         description = _text(section, "description", where, label=f"{label}.description")
         inputs_only = section.get("inputs_only", False)
         if not isinstance(inputs_only, bool):
-            raise _fail(where, f"{label}.inputs_only", f"expected true or false, got {inputs_only!r}")
+            raise _fail(where, f"{label}.inputs_only", f"expected true or false, got {_shown(inputs_only)}")
         out.append((name, description.strip(), inputs_only))
     return tuple(out)
 
@@ -483,24 +521,21 @@ def load_judge_prompt(path: str | Path) -> JudgePrompt:
     Raises:
         ConfigError: the file cannot be read or parsed, or a field is wrong (the message names the file and field).
     """
-    import yaml
+    from echo_dataset.safe_yaml import load_yaml
 
     where = str(path)
     raw = read_small_file(path, MAX_PROMPT_FILE_BYTES, f"judge prompt {where}")
     try:
-        doc = yaml.safe_load(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"judge prompt {where}: not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"judge prompt {where}: not valid YAML{at}: {problem}") from None
-    except RecursionError:
-        raise ConfigError(f"judge prompt {where}: nested too deeply to be a prompt file") from None
+    # safe and bounded (an alias bomb, deep nesting, a recursive alias are refused before anything is built); the
+    # error names the line, never the file's content
+    doc = load_yaml(text, f"judge prompt {where}", error=ConfigError)
     from echo_builder.sources.base import clean_json
 
     doc = clean_json(doc)[0]  # a "\ud83d" escape would break every UTF-8 write of the run later
+    _check_top_level(doc, where)  # not a prompt file at all: said before any of its text is quoted
     placeholder = _unfilled_placeholder(doc)
     if placeholder is not None:
         raise ConfigError(
@@ -533,13 +568,14 @@ def _unfilled_placeholder(doc: Any) -> str | None:
 def builtin_prompt(name: str) -> JudgePrompt:
     """A prompt shipped with the package (``single``, ``pairwise``, ``pairwise-lean``, ``criteria``,
     ``probability-digits``, ``probability-trig``, ``text-rendering``, ``text-rendering-ocr``); the files are in ``echo_builder/judge/prompt_files/``."""
-    import yaml
+    from echo_dataset.safe_yaml import load_yaml
 
     path = _BUILTIN_DIR / f"{name}.yaml"
     if not path.is_file():
         shipped = ", ".join(sorted(p.stem for p in _BUILTIN_DIR.glob("*.yaml")))
         raise ConfigError(f"no built-in judge prompt {name!r}; shipped: {shipped}")
-    return prompt_from_mapping(yaml.safe_load(path.read_text(encoding="utf-8")), str(path), builtin=True)
+    doc = load_yaml(path.read_text(encoding="utf-8"), f"judge prompt {path}", error=ConfigError)
+    return prompt_from_mapping(doc, str(path), builtin=True)
 
 
 SINGLE = builtin_prompt("single")

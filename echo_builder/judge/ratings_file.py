@@ -39,12 +39,15 @@ MAX_BYTES = 256 * 2**20
 
 
 def _column(header: list[str], names: tuple[str, ...], path: str) -> str:
+    from echo_dataset.safe_yaml import shown_keys
+
     for name in names:
         if name in header:
             return name
+    # the header's names only when they look like names: a file that is no ratings file never has a line printed
     raise ConfigError(
-        f"ratings {path}: no {' or '.join(repr(n) for n in names)} column; the header is {header}; expected "
-        "question_id,model,score"
+        f"ratings {path}: no {' or '.join(repr(n) for n in names)} column; the header has {shown_keys(header)}; "
+        "expected question_id,model,score"
     )
 
 

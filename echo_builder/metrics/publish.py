@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from echo_builder.errors import ConfigError
 
 __all__ = ["SPACE_FILES", "PublishedSpace", "bare_package_lines", "publish_metrics", "space_files"]
@@ -47,10 +45,12 @@ def _front_matter(card: str, where: str) -> dict[str, Any]:
     end = card.find("\n---", 4)
     if end == -1:
         raise ConfigError(f"{where}: the card's YAML front matter is not closed with '---'")
+    from echo_dataset.safe_yaml import YAMLReadError, load_yaml
+
     try:
-        meta = yaml.safe_load(card[4:end]) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{where}: the card's YAML front matter does not parse: {exc}") from None
+        meta = load_yaml(card[4:end], where) or {}
+    except YAMLReadError as exc:
+        raise ConfigError(f"{where}: the card's YAML front matter does not parse: {exc.reason}") from None
     if not isinstance(meta, dict):
         raise ConfigError(f"{where}: the card's YAML front matter is not a mapping")
     return meta

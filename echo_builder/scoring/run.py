@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from echo_builder.errors import ConfigError, EchoError
 from echo_builder.ids import safe_file_name
+from echo_builder.plugin_deadline import PluginTimeoutError, call_with_deadline
 from echo_builder.scoring.base import METRIC_SPECS, MetricResult
 from echo_builder.secrets import get_logger
 from echo_dataset.safe_io import (
@@ -159,14 +160,29 @@ def _metric_function(name: str, options: dict[str, Any]) -> Callable[..., Metric
         raise ConfigError(f"{name} needs a judge: pass --judge openai:<model> or transformers:<path>")
     bound = {**definition.option_defaults(), **{k: v for k, v in options.items() if v is not None}}
     entry = METRICS.entry(name)
-    factory = definition.load_factory(entry.origin)
     builtin = entry.builtin
+    what = f"metric {name!r} ({entry.origin})"
+    if builtin:
+        factory = definition.load_factory(entry.origin)
+    else:  # a plugin's factory module may still have to be imported: under the plugin import deadline
+        try:
+            factory = call_with_deadline(definition.load_factory, entry.origin, what=what, imports=True)
+        except PluginTimeoutError as exc:
+            raise PluginMetricError(
+                f"{what} failed: its import did not return within {exc.seconds:g} s ({exc.setting}); abandoned"
+            ) from None
 
     def run(
         inputs: list[Any], outputs: list[Any], prompts: list[str], columns: dict[str, list[Any]] | None = None
     ) -> MetricResult:
+        arguments = (inputs, outputs, prompts, {**bound, **(columns or {})})
         try:
-            result = factory(inputs, outputs, prompts, {**bound, **(columns or {})})
+            # a plugin's factory runs under the plugin call deadline (a daemon thread, abandoned when it passes)
+            result = factory(*arguments) if builtin else call_with_deadline(factory, *arguments, what=what)
+        except PluginTimeoutError as exc:  # that metric's failure, like a plugin that raises
+            raise PluginMetricError(
+                f"{what} failed: it did not return within {exc.seconds:g} s ({exc.setting}); abandoned"
+            ) from None
         except (EchoError, ImportError):
             raise
         except Exception as exc:
@@ -285,6 +301,11 @@ def run_metrics(
         strict = explicit and name not in optional
         try:
             function = _metric_function(name, options)
+        except PluginMetricError as exc:  # a plugin factory not even loaded in time: as if it failed
+            unavailable[name] = str(exc)
+            if strict:
+                plugin_failures.append(str(exc))
+            continue
         except EchoError as exc:
             if strict:
                 raise

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from echo_builder.errors import RecordError
+from echo_builder.plugin_deadline import PluginTimeoutError, call_with_deadline, iterate_with_deadline
 from echo_builder.records import Post
 from echo_builder.sources.base import (
     Document,
@@ -143,10 +144,56 @@ def _sniff(value: Any) -> str | None:
     return None
 
 
-def _asks(adapter: SourceAdapter, sniff: Any, value: Any) -> bool:
-    """``sniff(value)`` as a bool; ``False`` (logged once per adapter) when it raises anything but MemoryError."""
+def _plugin_origin(adapter: SourceAdapter) -> str | None:
+    """The distribution of a plugin source format (``None`` for a built-in or one registered in this process)."""
+    from echo_builder.sources.base import SOURCES
+
     try:
-        return bool(sniff(value))
+        entry = SOURCES.entry(adapter.name)
+    except Exception:  # not registered under its name: treated as the package's own
+        return None
+    return None if entry.builtin else entry.origin
+
+
+#: plugin adapters abandoned after one of their calls ran past the plugin call deadline (id -> adapter, kept alive
+#: so the id is not reused), and why: never asked again in this process
+_ABANDONED: dict[int, tuple[SourceAdapter, str]] = {}
+
+
+def _abandoned(adapter: SourceAdapter) -> str | None:
+    found = _ABANDONED.get(id(adapter))
+    return found[1] if found is not None and found[0] is adapter else None
+
+
+def _abandon(adapter: SourceAdapter, exc: PluginTimeoutError) -> str:
+    reason = (
+        f"the source format {adapter.name!r} did not return within {exc.seconds:g} s ({exc.setting}); abandoned "
+        "for the rest of this run"
+    )
+    if _abandoned(adapter) is None:
+        _ABANDONED[id(adapter)] = (adapter, reason)
+        log.warning("%s", reason)
+    return reason
+
+
+def _asks(adapter: SourceAdapter, sniff: Any, value: Any) -> bool:
+    """``sniff(value)`` as a bool; ``False`` (logged once per adapter) when it raises anything but MemoryError.
+    A plugin's ``sniff`` runs under the plugin call deadline; one that does not return in time is abandoned (it
+    claims nothing more in this process)."""
+    origin = _plugin_origin(adapter)
+    try:
+        if origin is None:
+            return bool(sniff(value))
+        if _abandoned(adapter) is not None:
+            return False
+        return bool(
+            call_with_deadline(
+                sniff, value, what=f"the source format {adapter.name!r} ({origin}): its detection"
+            )
+        )
+    except PluginTimeoutError as exc:
+        _abandon(adapter, exc)
+        return False
     except (RecursionError, TypeError, AttributeError, KeyError, ValueError):  # a value of another shape
         return False
     except MemoryError:
@@ -197,6 +244,7 @@ def _format_of(candidates: list[Any]) -> str:
     raise _Unreadable(
         f"unknown format: the first record is {_describe(first)}, which matches none of "
         f"{formats}; pass format=... to choose one"
+        + "".join(f" (not asked: {_abandoned(a)})" for a in registered_sources() if _abandoned(a))
     )
 
 
@@ -321,7 +369,7 @@ def _read_unit(
             adapter: SourceAdapter = get_source(name)
             if not adapter.reads_folders:
                 raise _Unreadable(f"format {name!r} reads files, not folders")
-            yield from adapter.read_folder(unit.path, ctx)
+            yield from _guarded_items(adapter, lambda: adapter.read_folder(unit.path, ctx), ctx, None)
             return
         loaded = _load(unit.path)
         name = fmt or _format_of(loaded.candidates)
@@ -329,6 +377,8 @@ def _read_unit(
         adapter = get_source(name)
         if adapter.reads_folders:
             raise _Unreadable(f"format {name!r} reads folders, not files")
+        if _abandoned(adapter) is not None:
+            raise _Unreadable(f"not read: {_abandoned(adapter)}")
         lines = loaded.lines
 
         def docs() -> Iterator[Document]:
@@ -362,7 +412,12 @@ def _read_unit(
                     yield ctx.problem(document.location or None, surrogate_note(document.repaired), "note")
                 produced: list[Post | RecordProblem] = []
                 try:
-                    for item in adapter.parse_document(document, ctx):
+                    for item in _guarded_items(
+                        adapter,
+                        lambda document=document: adapter.parse_document(document, ctx),
+                        ctx,
+                        document,
+                    ):
                         produced.append(item)
                     if not produced:  # a record never vanishes without a word: [] or {} on a line
                         what = "line" if document.location.startswith("line") else "record"
@@ -376,6 +431,11 @@ def _read_unit(
                         )
                 except MemoryError:
                     raise
+                except _Stopped as stopped:  # a plugin that hung on this record: the file ends here
+                    yield from produced
+                    yield from pending
+                    yield stopped.problem
+                    return
                 except RecursionError:
                     produced.append(
                         ctx.problem(document.location or None, "record nested too deeply to read")
@@ -386,11 +446,14 @@ def _read_unit(
                 yield from produced
             yield from pending
             return
-        for item in adapter.parse_documents(docs(), ctx):
+        for item in _guarded_items(adapter, lambda: adapter.parse_documents(docs(), ctx), ctx, None):
             yield from pending
             pending.clear()
             yield item
         yield from pending
+    except _Stopped as stopped:
+        yield from pending
+        yield stopped.problem
     except _Unreadable as exc:
         yield from pending
         yield ctx.problem(exc.location, str(exc))
@@ -404,6 +467,33 @@ def _read_unit(
     finally:
         if loaded is not None:
             loaded.close()
+
+
+class _Stopped(Exception):
+    """A plugin adapter's call ran past the deadline: the file's reading ends with ``problem``."""
+
+    def __init__(self, problem: RecordProblem) -> None:
+        super().__init__(problem.reason)
+        self.problem = problem
+
+
+def _guarded_items(
+    adapter: SourceAdapter, make: Callable[[], Iterable[Any]], ctx: FileContext, document: Document | None
+) -> Iterator[Any]:
+    """The items of ``make()``: as they come for a built-in; for a plugin, each waited for at most the plugin call
+    deadline (:func:`~echo_builder.plugin_deadline.iterate_with_deadline`). A plugin that does not return in time
+    is abandoned: :class:`_Stopped` with one problem naming the record (the records before it are kept; the
+    adapter reads nothing more in this run)."""
+    origin = _plugin_origin(adapter)
+    if origin is None:
+        yield from make()
+        return
+    try:
+        yield from iterate_with_deadline(make, what=f"the source format {adapter.name!r} ({origin})")
+    except PluginTimeoutError as exc:
+        reason = _abandon(adapter, exc)
+        location = (document.location or None) if document is not None else None
+        raise _Stopped(ctx.problem(location, f"reading stopped: {reason}")) from None
 
 
 def read_posts(

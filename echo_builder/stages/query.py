@@ -94,26 +94,35 @@ def load_keywords(path: str | Path) -> list[Keyword]:
     out: list[Keyword] = []
     if path.suffix.lower() == ".json":
         data = parse_json(text, f"keywords file {path}")
+        # errors name keys only when they look like names, and values only by their kind: a JSON file that is no
+        # keyword file (credentials, a config) never has its content printed
+        from echo_dataset.safe_yaml import kind_of, shown_key
+
+        def keys_of(mapping: dict[str, Any]) -> str:
+            return ", ".join(shown_key(k) or f"key {n}" for n, k in enumerate(mapping, 1)) or "none"
+
         if isinstance(data, dict):
             if "keywords" not in data:
                 raise ConfigError(
-                    f"{path}: expected a list of keywords or {{'keywords': [...]}}, got keys {sorted(data)}"
+                    f"{path}: expected a list of keywords or {{'keywords': [...]}}, got an object with the keys "
+                    f"{keys_of(data)}"
                 )
             data = data["keywords"]
         if not isinstance(data, list):
-            raise ConfigError(f"{path}: expected a list of keywords, got {type(data).__name__}")
+            raise ConfigError(f"{path}: expected a list of keywords, got {kind_of(data)}")
         for i, entry in enumerate(data):
             entry = {"term": entry} if isinstance(entry, str) else entry
             if not isinstance(entry, dict) or "term" not in entry:
-                shown = repr(entry) if len(repr(entry)) <= 80 else repr(entry)[:77] + "..."
+                shown = (
+                    f"an object with the keys {keys_of(entry)}" if isinstance(entry, dict) else kind_of(entry)
+                )
                 raise ConfigError(
                     f"{path}: keyword {i} must be a term or an object with the keys {_keyword_keys()}; got {shown}"
                 )
-            unknown = sorted(str(key) for key in entry if key not in KEYWORD_KEYS)
+            unknown = [shown_key(k) or f"key {n}" for n, k in enumerate(entry, 1) if k not in KEYWORD_KEYS]
             if unknown:
                 raise ConfigError(
-                    f"{path}: keyword {i}: unknown key {', '.join(map(repr, unknown))}; the keys are "
-                    f"{_keyword_keys()}"
+                    f"{path}: keyword {i}: unknown key {', '.join(unknown)}; the keys are {_keyword_keys()}"
                 )
             try:
                 out.append(Keyword(**entry))
@@ -130,8 +139,9 @@ def load_keywords(path: str | Path) -> list[Keyword]:
                 try:
                     window = int(parts[1].strip())
                 except ValueError:
+                    # the text is not quoted: a file that is no keyword list never has a line printed
                     raise ConfigError(
-                        f"{path}:{number}: window must be a whole number of days, got {parts[1]!r}"
+                        f"{path}:{number}: window (after the tab or '|') must be a whole number of days"
                     ) from None
             try:
                 out.append(Keyword(parts[0].strip(), window))

@@ -30,6 +30,7 @@ __all__ = ["as_comparisons", "load_votes", "votes_to_comparisons"]
 def _read_records(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Records and, for each, where it sits in the file (``record 3`` / ``line 5``) for error messages."""
     from echo_builder.input_files import parse_json, read_text
+    from echo_dataset.safe_yaml import shown_keys
 
     suffix = path.suffix.lower()
     # a regular file only, UTF-8 (a byte-order mark, as Excel's CSV export writes, is not part of a name)
@@ -62,7 +63,7 @@ def _read_records(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         if missing:
             raise RecordError(
                 f"{path}: header (line 1) lacks column(s) {missing}; expected {list(VOTE_COLUMNS)}, "
-                f"found {reader.fieldnames}"
+                f"found {shown_keys(reader.fieldnames)}"  # names only: never a line of a file that is no votes
             )
         records, where = [], []
         for row in reader:
@@ -92,6 +93,8 @@ def load_votes(path: str | Path) -> pd.DataFrame:
         ConfigError: unknown file extension.
         FileNotFoundError: ``path`` does not exist.
     """
+    from echo_dataset.safe_yaml import shown_keys
+
     path = Path(path)
     records, where = _read_records(path)
     if not records:
@@ -103,7 +106,7 @@ def load_votes(path: str | Path) -> pd.DataFrame:
             )
         missing = [c for c in VOTE_COLUMNS if c not in rec]
         if missing:
-            raise RecordError(f"{path}: {loc} lacks field(s) {missing}; found {sorted(rec)}")
+            raise RecordError(f"{path}: {loc} lacks field(s) {missing}; found {shown_keys(rec)}")
         for col in ("model_a", "model_b"):
             if not isinstance(rec[col], str) or not rec[col].strip():
                 raise RecordError(f"{path}: {loc}: {col} must be a non-empty string, found {rec[col]!r}")

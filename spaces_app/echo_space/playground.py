@@ -264,8 +264,9 @@ def _registered(
 ) -> list[dict[str, Any]]:
     """Rows of the registered metrics other than the four built-ins (plugin metrics), each through its factory
     with its declared option defaults; a metric that cannot run here, or fails, is NaN with the reason."""
+    from echo_builder.plugin_deadline import call_with_deadline
     from echo_builder.scoring.base import NO_INPUT_IMAGES
-    from echo_builder.scoring.registry import metric_definitions
+    from echo_builder.scoring.registry import METRICS, metric_definitions
 
     rows = []
     for definition in metric_definitions():
@@ -282,7 +283,13 @@ def _registered(
             continue
         options = {**definition.option_defaults(), "judges": list(judges), "judge_options": judge_options}
         try:
-            result = definition.load_factory()([inputs], [output], [prompt], options)
+            entry = METRICS.entry(name)
+            arguments = ([inputs], [output], [prompt], options)
+            if entry.builtin:
+                result = definition.load_factory()(*arguments)
+            else:  # a plugin's code, under the plugin deadlines: one that never returns is that row's NaN
+                factory = call_with_deadline(definition.load_factory, what=f"metric {name!r}", imports=True)
+                result = call_with_deadline(factory, *arguments, what=f"metric {name!r} ({entry.origin})")
             if not isinstance(result, MetricResult) or len(result.values) != 1:
                 raise EchoError(f"{name} did not return one MetricResult value")
         except Exception as exc:  # a plugin's failure is its own row's NaN, never the playground's
