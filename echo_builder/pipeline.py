@@ -242,7 +242,8 @@ def _prepare_out(config: BuildConfig, stages: Sequence[str]) -> _Folder:
     - anything else (a folder of other files, another command's output, a link inside): refused, nothing written.
     """
     out = Path(config.out_dir)
-    created = not out.exists()
+    # new: absent, or holding nothing but the output lock (which `echo-bench build` takes first, creating the folder)
+    created = not out.exists() or _only_lock_files(out)
     previous = claim_output(
         out, "build", signatures=BUILD_SIGNATURES, allowed=SEEDED_ENTRIES, what="build folder"
     )
@@ -306,6 +307,17 @@ def _prepare_out(config: BuildConfig, stages: Sequence[str]) -> _Folder:
         if (out / NEXT_DIR).is_dir():
             shutil.rmtree(out / NEXT_DIR)  # what an earlier failed rebuild left (never a link: checked above)
     return _Folder(out, stages, created, finished)
+
+
+def _only_lock_files(out: Path) -> bool:
+    """Whether the folder ``out`` holds the output lock's files (:mod:`echo_builder.outlock`) and nothing else."""
+    from echo_builder.outlock import is_lock_file
+
+    try:
+        entries = [p.name for p in out.iterdir()] if out.is_dir() else []
+    except OSError:
+        return False
+    return bool(entries) and all(is_lock_file(name) for name in entries)
 
 
 def _commit(folder: _Folder) -> None:
@@ -537,9 +549,19 @@ def _run_stage(definition: Any, context: Any) -> Any:
     entry = STAGES.entry(definition.name)
     if entry.builtin:
         return definition.run(context)
+    from echo_builder.plugin_deadline import PluginTimeoutError, call_with_deadline
+
     where = f"the plugin stage {definition.name!r} ({entry.origin})"
     try:
-        output = definition.run(context)
+        # under the plugin call deadline: a stage that never returns is abandoned (its daemon thread keeps running
+        # until the process ends; whatever it does to the context later is never read) and named like a failure
+        output = call_with_deadline(definition.run, context, what=where)
+    except PluginTimeoutError as exc:
+        raise StageError(
+            f"{where} did not return within {exc.seconds:g} s ({exc.setting}); abandoned; build without it with "
+            f"--skip-stage {definition.name}",
+            stage=definition.name,
+        ) from None
     except EchoError:
         raise
     except Exception as exc:  # third-party code: its failure is named, with the way to build without it

@@ -18,6 +18,7 @@ from echo_builder.commands.options import (
     call_limit_options,
     parse_options,
 )
+from echo_builder.outlock import locks_output
 
 __all__ = ["analyze"]
 
@@ -106,6 +107,7 @@ def _launch_date(ctx: click.Context, param: click.Parameter, value: str | None) 
     "--examples", default=3, show_default=True, type=Number(int, 0, 100), help="Example quotes per category."
 )
 @batch_options
+@locks_output("analyze")
 def analyze(
     source: str,
     out_dir: str,

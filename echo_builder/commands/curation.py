@@ -23,6 +23,7 @@ from echo_builder.commands.options import (
     run_config_option,
     run_config_record,
 )
+from echo_builder.outlock import locks_output
 from echo_builder.secrets import protect_logging, redact, register_secret
 
 __all__ = ["build", "diff", "publish"]
@@ -238,6 +239,15 @@ class SourcePath(click.Path):
     "same place). X bills every post read.",
 )
 @click.option(
+    "--expand-max-wait",
+    "expand_max_wait_s",
+    type=Number(float, 0),
+    default=900.0,
+    show_default=True,
+    help="Seconds expansion may wait for rate limits, in all (one wait is capped at 3600 s, however far off the "
+    "platform's reset header says); past it expansion stops with what it has and the build goes on.",
+)
+@click.option(
     "--expand-archive",
     is_flag=True,
     help="X: search conversations in the full archive (Pro or Enterprise access) instead of the last 7 days.",
@@ -250,6 +260,7 @@ class SourcePath(click.Path):
 @batch_options
 @cost_options
 @run_config_option
+@locks_output("build")
 def build(
     sources: tuple[str, ...],
     out_dir: str,
@@ -286,6 +297,7 @@ def build(
     expand_depth: int,
     expand_max_tree: int,
     expand_max_requests: int,
+    expand_max_wait_s: float,
     expand_archive: bool,
     expand_base_url: str | None,
     batch: bool = False,
@@ -357,6 +369,7 @@ def build(
         expand_max_tree=expand_max_tree,
         expand_max_requests=expand_max_requests,
         expand_options={
+            "max_wait_s": expand_max_wait_s,
             **({"archive": True} if expand_archive else {}),
             **({"base_url": expand_base_url} if expand_base_url else {}),
         },
@@ -390,6 +403,10 @@ def build(
         )
         for error in expansion_errors[:10]:
             click.echo(f"  {error}", err=True)
+        if len(expansion_errors) > 10:
+            click.echo(
+                f"  ... and {len(expansion_errors) - 10} more in report.json's expansion.errors", err=True
+            )
     configs = stages["applicability"]["configs"]
     click.echo(
         f"\nsamples: {stages['extract']['out']} extracted; configs: "

@@ -23,6 +23,7 @@ from echo_builder.commands.options import (
     run_config_option,
     run_config_record,
 )
+from echo_builder.outlock import locks_output
 
 __all__ = [
     "judge",
@@ -121,6 +122,7 @@ __all__ = [
     help="The earlier judge run folder whose items --anchors re-scores (its benchmark and outputs must still exist).",
 )
 @run_config_option
+@locks_output("judge")
 def judge(
     benchmark: str,
     config_name: str,
@@ -362,6 +364,7 @@ def _metric_option(definition: Any, option: Any) -> click.Option:
 @batch_options
 @cost_options
 @run_config_option
+@locks_output("metrics")
 def metrics(
     benchmark: str,
     config_name: str,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -17,10 +18,21 @@ from echo_builder.commands.options import (
     parse_options,
     run_config_option,
 )
+from echo_builder.outlock import locks_output
 
 __all__ = ["generate"]
 
 _SHOWN_FAILURES = 5
+
+
+def _model_folder(arguments: dict[str, Any]) -> tuple[Path, Path]:
+    """The folder a generate run writes, ``OUTPUTS/<name>``, and ``OUTPUTS`` (it must lie inside it): the lock is
+    taken there, so that runs of different models into one ``OUTPUTS`` go on side by side. An unsafe name is
+    refused before anything is created."""
+    from echo_builder.generate.run import check_file_name
+
+    outputs = Path(arguments["out_dir"])
+    return outputs / check_file_name(arguments["name"], "model name (--name)"), outputs
 
 
 @click.command(cls=EchoCommand)
@@ -78,6 +90,7 @@ _SHOWN_FAILURES = 5
     "Checker option; repeatable (nudenet: classes=A,B; a VLM: prompt_file=FILE and its backend's options).",
 )
 @run_config_option
+@locks_output("generate", folder=_model_folder)
 def generate(
     benchmark: str,
     config_name: str,

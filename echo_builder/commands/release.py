@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from echo_builder.commands.options import EchoGroup
+from echo_builder.outlock import locks_output
 
 __all__ = ["import_group"]
 
@@ -53,6 +54,7 @@ def import_group() -> None:
     show_default=True,
     help="URL of an X media id; {media_id} is replaced (point it at a mirror).",
 )
+@locks_output("import echo2025")
 def echo2025(
     source: str,
     out_dir: str,

@@ -47,6 +47,7 @@ from echo_builder.judge.verdicts_file import (
     read_verdicts,
     write_verdicts,
 )
+from echo_builder.outlock import is_lock_file
 from echo_builder.records import Verdict
 from echo_builder.secrets import get_logger, redact
 from echo_dataset.safe_io import check_inside, claim_output, mark_output, write_text
@@ -85,8 +86,11 @@ def discover_outputs(outputs_dir: str | Path) -> dict[str, dict[str, Path]]:
                 "model folder %s skipped: its name is not valid UTF-8 (rename it)", ascii(model_dir.name)
             )
             continue
+        entries = sorted(model_dir.iterdir())
+        if entries and all(is_lock_file(f.name) for f in entries):
+            continue  # a generate run that is loading its model (or was killed then): not a model's outputs yet
         files: dict[str, Path] = {}
-        for f in sorted(model_dir.iterdir()):
+        for f in entries:
             if not f.is_file() or f.suffix.lower() not in IMAGE_EXTENSIONS:
                 continue
             if not is_utf8(f.name):
