@@ -19,11 +19,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from echo_builder.errors import ConfigError
 from echo_builder.secrets import get_logger
+from echo_dataset.safe_yaml import load_yaml, shown_key
 
 __all__ = ["DEFAULT_PRICES", "Price", "PriceTable", "TokenCost", "load_prices"]
 
@@ -129,19 +129,24 @@ class PriceTable:
 
 
 def _read(text: str, where: str) -> dict[str, Price]:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"price file {where}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+    data = load_yaml(text, f"price file {where}", error=ConfigError)  # safe, bounded; never quotes the file
+    has_models = isinstance(data, dict) and isinstance(data.get("models"), dict)
+    has_platforms_only = (
+        isinstance(data, dict) and "models" not in data and isinstance(data.get("platforms"), dict)
+    )
+    if not (has_models or has_platforms_only):  # a file of platform prices alone is a price file too
         raise ConfigError(
-            f"price file {where}: expected a mapping with a 'models' mapping of model -> prices"
+            f"price file {where}: expected a mapping with a 'models' mapping of model -> prices (and/or a "
+            "'platforms' mapping of platform -> per-post price)"
         )
-    unknown = sorted(set(data) - {"models"})
+    # keys shown only when identifier-like (never a line of a file that is no price file), in file order
+    unknown = [shown_key(k) or f"key {i}" for i, k in enumerate(data, 1) if k not in ("models", "platforms")]
     if unknown:
-        raise ConfigError(f"price file {where}: unknown top-level keys {unknown}; only 'models' is read")
+        raise ConfigError(
+            f"price file {where}: unknown top-level keys {', '.join(unknown)}; only 'models' and 'platforms' are read"
+        )
     prices: dict[str, Price] = {}
-    for name, entry in data["models"].items():
+    for name, entry in (data.get("models") or {}).items():
         if not isinstance(name, str) or not name:
             raise ConfigError(f"price file {where}: model name {name!r} is not a non-empty string")
         try:
@@ -177,3 +182,48 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
         prices.update(_read(text, repr(str(file))))
         sources.append(str(file))
     return PriceTable(prices, tuple(sources))
+
+
+class PlatformPrice(BaseModel):
+    """What a platform's API bills for reading posts (``platforms:`` of ``prices.yaml``).
+
+    Attributes:
+        per_post_read: US dollars per post returned by a search or lookup (X's pay-per-use pricing).
+        date, source: when and where the price was read.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    per_post_read: float = Field(ge=0)
+    date: dt.date
+    source: str
+
+
+def platform_price(platform: str, path: str | Path | None = None) -> PlatformPrice | None:
+    """The per-post price of ``platform`` (``x``) from the ``platforms:`` section of the shipped ``prices.yaml``,
+    or of ``path`` when that file names it; ``None`` for a platform that does not bill per post.
+
+    Raises:
+        ConfigError: an entry that is not ``{per_post_read, date, source}`` (naming the file and the platform).
+    """
+    texts = [
+        (resources.files("echo_builder").joinpath(DEFAULT_PRICES).read_text(encoding="utf-8"), DEFAULT_PRICES)
+    ]
+    if path is not None:
+        texts.append((Path(path).read_text(encoding="utf-8"), str(path)))
+    found: PlatformPrice | None = None
+    for text, where in texts:
+        _read(text, where)  # the same checks as the model prices
+        entry = (load_yaml(text, f"price file {where}", error=ConfigError).get("platforms") or {}).get(
+            platform
+        )
+        if entry is None:
+            continue
+        try:
+            found = PlatformPrice.model_validate(entry)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'entry'}: {e['msg']}" for e in exc.errors()
+            )
+            raise ConfigError(f"price file {where}: platform {platform!r}: {problems}") from None
+    return found

@@ -190,11 +190,11 @@ def test_x_killed_and_resumed_is_byte_identical_and_reads_no_page_twice(
         real = module.ExpansionCache.put
         calls = {"n": 0}
 
-        def put(self, key, body, next_cursor, _real=real, _calls=calls, _n=kill_after):
+        def put(self, key, body, next_cursor, _real=real, _calls=calls, _n=kill_after, **kw):
             if _calls["n"] == _n:
                 raise KeyboardInterrupt("killed")  # the page was received but never stored
             _calls["n"] += 1
-            return _real(self, key, body, next_cursor)
+            return _real(self, key, body, next_cursor, **kw)
 
         with ReplayServer() as server:
             _x_scenario(server, recordings)

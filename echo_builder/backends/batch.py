@@ -479,7 +479,8 @@ class BatchRunner:
         connection = self.backend.connection
         timeout = max(connection.timeout_s, MIN_DOWNLOAD_TIMEOUT_S)
         client = connection.client().copy(
-            http_client=capped_client(self.settings.max_output_bytes, timeout), timeout=timeout
+            http_client=capped_client(self.settings.max_output_bytes, timeout, connection.policy),
+            timeout=timeout,
         )
         try:
             content = await self._api(client.files.content(file_id), f"download file {file_id}")

@@ -163,16 +163,26 @@ def _http_module(client_class: type) -> Any:
     return httpx
 
 
-def capped_client(limit: int, timeout_s: float) -> Any:
+def capped_client(limit: int, timeout_s: float, policy: Any = None) -> Any:
     """An ``openai.DefaultAsyncHttpxClient`` whose every reply body (also through an environment proxy and on
-    redirects) is read through :class:`CappedTransport` with cap ``limit`` bytes."""
+    redirects) is read through :class:`CappedTransport` with cap ``limit`` bytes; with ``policy`` (a
+    :class:`~echo_builder.network.policy.NetworkPolicy`), its direct connections go only to addresses the policy
+    allows (:func:`~echo_builder.network.guarded_httpx.guard_async_transport`). A proxy named in the environment
+    is the user's choice and is connected to as it is."""
     import openai
 
     http = _http_module(openai.DefaultAsyncHttpxClient)
     # openai's own pool defaults (1,000 connections): far above any sensible caller concurrency
     limits = http.Limits(max_connections=1000, max_keepalive_connections=100)
+    inner = http.AsyncHTTPTransport(limits=limits)
+    if policy is not None:
+        from echo_builder.network.guarded_httpx import guard_async_transport
+
+        guard_async_transport(inner, policy)
+    from echo_builder.network.policy import MAX_REDIRECTS
+
     client = openai.DefaultAsyncHttpxClient(
-        transport=CappedTransport(http.AsyncHTTPTransport(limits=limits), limit, http), timeout=timeout_s
+        transport=CappedTransport(inner, limit, http), timeout=timeout_s, max_redirects=MAX_REDIRECTS
     )
     mounts = getattr(client, "_mounts", None)
     if isinstance(mounts, dict):  # transports of $HTTPS_PROXY and friends: cap them too

@@ -199,6 +199,14 @@ class OpenAIConnection:
         self.max_reply_bytes = max_reply_bytes
         self._clients: dict[int, Any] = {}
 
+    @property
+    def policy(self) -> Any:
+        """The network policy of this connection's requests: public addresses, plus the host and port of its base
+        URL (a local or private server is the user's choice); never link-local or cloud metadata, on any hop."""
+        from echo_builder.network.policy import NetworkPolicy
+
+        return NetworkPolicy.for_endpoints([_split_query(self.base_url)[0] if self.base_url else None])
+
     def client(self) -> Any:
         """The ``openai.AsyncOpenAI`` client of the running event loop (httpx clients are bound to one loop)."""
         loop = asyncio.get_running_loop()
@@ -214,7 +222,7 @@ class OpenAIConnection:
                 base_url=base_url,
                 timeout=self.timeout_s,
                 max_retries=0,
-                http_client=capped_client(self.max_reply_bytes, self.timeout_s),
+                http_client=capped_client(self.max_reply_bytes, self.timeout_s, self.policy),
                 default_query=query or None,  # ?api-key=... goes on every request, after the route
             )
             self._clients[id(loop)] = client
@@ -260,15 +268,26 @@ def _split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
 def translate_openai_error(exc: Exception, who: str) -> Exception:
     """An ``openai`` client exception as :class:`RetryableBackendError` (timeouts, dropped connections, 408/409/
     425/429, 5xx with the server's ``Retry-After``, unreadable replies) or :class:`PermanentBackendError` (other
-    4xx and client errors, a reply body over the size cap); anything else is returned unchanged. Messages are
-    redacted."""
+    4xx and client errors, a reply body over the size cap, a destination the network policy refuses); anything
+    else is returned unchanged. Messages are redacted."""
     import openai
 
     from echo_builder.backends.bounded_http import ReplyTooLargeError
+    from echo_builder.network.policy import RefusedDestination
 
     cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, ReplyTooLargeError):
+    while cause is not None and not isinstance(cause, (ReplyTooLargeError, RefusedDestination)):
         cause = cause.__cause__ or cause.__context__
+    if isinstance(cause, RefusedDestination):  # a redirect to metadata or another private host: never retried
+        return PermanentBackendError(redact(f"{cause}; nothing was sent there"), backend_id=who)
+    loop: BaseException | None = exc
+    while loop is not None and type(loop).__name__ != "TooManyRedirects":  # httpx's (or httpx2's)
+        loop = loop.__cause__ or loop.__context__
+    if loop is not None:
+        return PermanentBackendError(
+            "the server answered with more than 5 redirects (a redirect loop); check --base-url",
+            backend_id=who,
+        )
     if cause is not None:  # the same server will send the same body again: not worth a retry
         return PermanentBackendError(f"reply too large: {cause}", backend_id=who)
     message = redact(f"{type(exc).__name__}: {exc}{_server_explanation(exc)}")

@@ -74,7 +74,8 @@ MAX_CURSOR_CHARS = 4096
 SEEN_CURSORS = 64
 RECENT_IDS = 2000
 #: Longest single rate-limit wait; a reset further away (``1e18``, a date in 2100) is waited this long at most,
-#: and only if ``--max-wait`` allows it. Unreadable or negative values wait :data:`DEFAULT_RATE_LIMIT_WAIT_S`.
+#: and only if ``--max-wait`` allows it. Unreadable values (``nan``, ``inf``, ``tomorrow``, none at all) wait
+#: :data:`DEFAULT_RATE_LIMIT_WAIT_S`; a reset already past waits 0 s (a 429 still waits 1 s before its retry).
 MAX_RATE_LIMIT_WAIT_S = 3600.0
 DEFAULT_RATE_LIMIT_WAIT_S = 60.0
 STATE_PATH = Path(".collect") / "state.json"
@@ -313,6 +314,9 @@ class Collector:
         progress: show a progress bar (tqdm, on stderr) of posts read.
     """
 
+    #: The option that sets ``max_wait_s``, named when a wait would pass it.
+    wait_option = "--max-wait"
+
     def __init__(
         self,
         platform: Platform,
@@ -481,7 +485,7 @@ class Collector:
             except (OverflowError, OSError, ValueError):
                 resume_at = "a time too far away to name"
             raise CollectError(
-                f"{reason}: the next request is allowed at {resume_at} (in {shown:.0f} s), past --max-wait "
+                f"{reason}: the next request is allowed at {resume_at} (in {shown:.0f} s), past {self.wait_option} "
                 f"{self.max_wait_s:.0f} s; run the same command again after that time to continue (everything "
                 "collected so far is kept)"
             )
@@ -723,8 +727,9 @@ class _BudgetReached(Exception):
 
 
 def bounded_wait(seconds: Any) -> float:
-    """A rate-limit wait made sane: unreadable, infinite or negative values wait
-    :data:`DEFAULT_RATE_LIMIT_WAIT_S`; at least 0 s, at most :data:`MAX_RATE_LIMIT_WAIT_S`."""
+    """A rate-limit wait in seconds made sane: unreadable or infinite values (``nan``, ``inf``, ``"tomorrow"``,
+    ``None``) wait :data:`DEFAULT_RATE_LIMIT_WAIT_S`; others are clipped to [0, :data:`MAX_RATE_LIMIT_WAIT_S`]
+    (a negative wait, a reset already past, is 0 s)."""
     value = finite_number(seconds)
     if value is None:
         return DEFAULT_RATE_LIMIT_WAIT_S

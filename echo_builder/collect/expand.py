@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from echo_builder.collect.core import BadResponse, CollectError, Collector, Job, Page, Window
+from echo_builder.collect.core import MAX_STALE_PAGES, BadResponse, CollectError, Collector, Job, Page, Window
 from echo_builder.errors import ConfigError, EchoError
 from echo_builder.records import Post
 
@@ -69,7 +69,7 @@ class ExpansionCache:
             try:
                 entry = json.loads(line)
                 self.pages[entry["key"]] = entry
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 raise CollectError(
                     f"{path} line {number} is not a cached page; move the file aside to fetch again"
                 ) from None
@@ -81,9 +81,18 @@ class ExpansionCache:
     def get(self, key: str) -> dict[str, Any] | None:
         return self.pages.get(key)
 
-    def put(self, key: str, body: Any, next_cursor: str | None) -> dict[str, Any]:
-        entry = {"v": CACHE_VERSION, "key": key, "body": body, "next_cursor": next_cursor}
-        line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
+    def put(
+        self, key: str, body: Any, next_cursor: str | None, *, server_cursor: bool = True
+    ) -> dict[str, Any]:
+        """Store one page (redacted first: a server may echo a credential in it) and return it as stored;
+        ``server_cursor=False`` (stored only then) marks a cursor the client keeps (Reddit's "more" stubs)."""
+        from echo_builder.secrets import redact
+
+        entry: dict[str, Any] = {"v": CACHE_VERSION, "key": key, "body": body, "next_cursor": next_cursor}
+        if not server_cursor:
+            entry["server_cursor"] = False
+        line = redact(json.dumps(entry, ensure_ascii=False, separators=(",", ":"))) + "\n"
+        entry = json.loads(line)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "ab") as handle:
             handle.write(line.encode("utf-8"))
@@ -323,11 +332,17 @@ class Expander:
         self._fetcher.platform = _One()
         page = self._fetcher._fetch(job, cursor, 0, self._state)
         self.result.requests_this_run += 1
-        return self.cache.put(key, page.body, page.next_cursor)
+        if page.error:  # a page kept, its cursor not (too long, not text): this request ends here
+            from echo_builder.secrets import redact
+
+            self.result.errors.append(redact(f"{client.name} {kind} {arg}: {page.error}"))
+        return self.cache.put(key, page.body, page.next_cursor, server_cursor=page.server_cursor)
 
     def run(self, seeds: Sequence[Post], known_posts: Sequence[Post]) -> ExpansionResult:
         """Expand around ``seeds`` (kept posts of this platform); ``known_posts`` are the posts already read (the
         exports), which are not fetched again nor counted as added."""
+        from echo_builder.secrets import redact
+
         result = self.result = ExpansionResult(self.client.name)
         known: dict[str, Post] = {p.id: p for p in known_posts}
         children: dict[str, int] = {}
@@ -370,6 +385,7 @@ class Expander:
                     touched.setdefault(tree, None)
                     cursor: str | None = None
                     seen: set[str] = set()
+                    stale = 0  # pages in a row that brought no post not known before
                     while True:
                         if self.max_requests is not None and result.requests >= self.max_requests:
                             for request in plan:  # this request's and every later one's conversation
@@ -387,6 +403,7 @@ class Expander:
                                 f"its answer to {kind} {arg!r} is nested too deeply to read (a thread thousands of "
                                 "levels deep); lower --expand-depth"
                             ) from None
+                        before = len(found)
                         for post in posts:
                             if post.id in known:
                                 continue
@@ -403,10 +420,26 @@ class Expander:
                         if per_tree.get(tree, 0) >= self.max_tree:  # no further page for a full conversation
                             unfinished[tree] = "size"
                             break
-                        if cursor in seen:
+                        # only a server's cursor can lead on forever (Reddit's "more" stubs are ours, each used once)
+                        fresh = len(found) > before or not entry.get("server_cursor", True)
+                        stale = 0 if fresh else stale + 1
+                        if stale >= MAX_STALE_PAGES:
                             result.errors.append(
-                                f"{self.client.name} {kind} {arg}: endless cursor (the cursor {cursor!r} came back "
-                                f"after {len(seen)} page(s)); this request was stopped there, its pages are kept"
+                                redact(
+                                    f"{self.client.name} {kind} {arg}: {stale} pages in a row brought no post not "
+                                    "seen before although the server offered another page; this request was "
+                                    "stopped there, its pages are kept"
+                                )
+                            )
+                            break
+                        if cursor in seen:
+                            shown = cursor if len(cursor) <= 80 else cursor[:80] + "..."
+                            result.errors.append(
+                                redact(
+                                    f"{self.client.name} {kind} {arg}: endless cursor (the cursor {shown!r} came "
+                                    f"back after {len(seen)} page(s)); this request was stopped there, its pages "
+                                    "are kept"
+                                )
                             )
                             break
                         seen.add(cursor)
@@ -419,7 +452,7 @@ class Expander:
         except _Stop:
             pass
         except EchoError as exc:  # CollectError, or a credential that is not set (ConfigError)
-            result.errors.append(f"{self.client.name}: {exc}")
+            result.errors.append(redact(f"{self.client.name}: {exc}"))
         result.trees_touched = len(touched)
         reasons = list(unfinished.values())
         result.truncated_by_budget = reasons.count("budget")
@@ -431,14 +464,19 @@ class Expander:
 class _Fetcher(Collector):
     """The collector's request loop (waits, retries, error mapping) without its checkpoint file."""
 
+    wait_option = "--expand-max-wait"
+
     def _save_state(self, state: dict[str, Any]) -> None:
         pass
 
 
 def write_pages(root: Path, path: Path, pages: Sequence[Any]) -> None:
-    """The pages as the platform sent them, one JSON line each (the export the readers read), atomically."""
+    """The pages as the platform sent them (credentials redacted), one JSON line each (the export the readers
+    read), atomically."""
+    from echo_builder.secrets import redactor
     from echo_dataset.safe_io import open_atomic
 
+    clean = redactor()
     with open_atomic(root, path, "w") as handle:
         for body in pages:
-            handle.write(json.dumps(body, ensure_ascii=False, separators=(",", ":")) + "\n")
+            handle.write(clean(json.dumps(body, ensure_ascii=False, separators=(",", ":"))) + "\n")

@@ -141,6 +141,7 @@ class RedditSearch:
             session = guarded_session(
                 NetworkPolicy.for_endpoints([self.base_url]), deadline_s=self.deadline_s
             )
+            self._session = session
             self._reddit = praw.Reddit(requestor_kwargs={"session": session}, **kwargs)
             self.auth_requests += 1  # the token is fetched with the first request
         return self._reddit
@@ -181,7 +182,13 @@ class RedditSearch:
                 f"Reddit refused {what} (403 Forbidden: {_reason(exc.response)}); the subreddit may be private, "
                 "banned or quarantined, or the account suspended"
             ) from None
-        except (prawcore.NotFound, prawcore.Redirect) as exc:
+        except (
+            prawcore.Redirect
+        ) as exc:  # not followed: Reddit redirects unknown subreddits to its search page
+            raise CollectError(
+                f"Reddit answered {what} with a redirect ({exc}), not followed: the subreddit may not exist"
+            ) from None
+        except prawcore.NotFound as exc:
             raise CollectError(f"Reddit has no such subreddit or page for {what} ({exc})") from None
         except prawcore.ServerError as exc:
             raise TransientError(f"Reddit server error {exc.response.status_code}") from None
@@ -209,6 +216,20 @@ class RedditSearch:
                 ) from None
             raise CollectError(
                 f"Reddit answered {exc.response.status_code} for {what}: {_reason(exc.response)}"
+            ) from None
+        except (KeyError, TypeError, AttributeError, AssertionError, IndexError) as exc:
+            # PRAW or prawcore choking on an error answer of an unexpected shape (a 401 without its
+            # www-authenticate header, a 400 body without "reason"): the status is the cause to name
+            status = getattr(getattr(self, "_session", None), "last_status", None)
+            if status == 401:
+                raise CollectError(
+                    "Reddit refused the credentials (401); check REDDIT_CLIENT_ID and REDDIT_CLIENT_SECRET"
+                ) from None
+            if isinstance(status, int) and status >= 500:
+                raise TransientError(f"Reddit server error {status}") from None
+            raise CollectError(
+                f"Reddit answered {what} with HTTP {status} and a body PRAW cannot read "
+                f"({type(exc).__name__}: {str(exc)[:80]})"
             ) from None
 
     # -- comment trees ------------------------------------------------------------------------------------------

@@ -83,9 +83,30 @@ def _host_adapter(base_url: str | None, timeout_s: float) -> Any:
                 request.url = base_url.rstrip("/") + request.url[len(API_HOST) :]
             if not kwargs.get("timeout"):
                 kwargs["timeout"] = timeout_s
-            return super().send(request, **kwargs)
+            response = super().send(request, **kwargs)
+            if response.status_code >= 400 and not kwargs.get("stream"):
+                _readable_error_body(response)
+            return response
 
     return _HostAdapter(NetworkPolicy.for_endpoints([base_url]))
+
+
+def _readable_error_body(response: Any) -> None:
+    """Replace an error answer's body that is not a JSON object (a list, JSON nested past the parser's limit, bytes
+    that are not UTF-8) by one that says so: tweepy reads every error body as a JSON object while raising, and
+    would fail with a traceback of its own instead of the error."""
+    import json
+
+    try:
+        body = json.loads(response.content)
+    except (ValueError, RecursionError):
+        body = None
+    errors = body.get("errors", []) if isinstance(body, dict) else None
+    if isinstance(errors, list) and all(isinstance(e, dict) for e in errors):
+        return
+    detail = f"the error body was not an API v2 error object ({len(response.content):,} bytes)"
+    response._content = json.dumps({"title": f"HTTP {response.status_code}", "detail": detail}).encode()
+    response.headers["content-type"] = "application/json"
 
 
 def _x_errors(response: Any) -> str:

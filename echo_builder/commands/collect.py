@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from echo_builder.collect.core import DEFAULT_QUERY_POSTS, DEFAULT_QUERY_REQUESTS, MAX_STALE_PAGES
 from echo_builder.commands.options import EchoGroup, Number, run_config_option
 
 __all__ = ["collect"]
@@ -49,6 +50,31 @@ def _common(func: Callable[..., Any]) -> Callable[..., Any]:
             "--max-requests", type=Number(int, 1, None), help="Stop after this many search requests in all."
         ),
         click.option(
+            "--max-posts-per-query",
+            default=DEFAULT_QUERY_POSTS,
+            show_default=True,
+            type=Number(int, 1, None),
+            help="Each query (a keyword search, a comment tree) stops after reading this many posts; raise it "
+            "explicitly for a larger collection (a later run with a larger value continues).",
+        ),
+        click.option(
+            "--max-requests-per-query",
+            default=DEFAULT_QUERY_REQUESTS,
+            show_default=True,
+            type=Number(int, 1, None),
+            help="Each query stops after this many pages (a server that keeps handing out cursors ends here). A "
+            f"query also stops after {MAX_STALE_PAGES} pages in a row with no new post.",
+        ),
+        click.option(
+            "--request-deadline",
+            "deadline_s",
+            default=120.0,
+            show_default=True,
+            type=Number(float, 1, 3600),
+            help="Seconds one request may take in all (redirects, headers and body; a server dripping bytes is "
+            "cut off there).",
+        ),
+        click.option(
             "--max-wait",
             "max_wait_s",
             default=900.0,
@@ -65,7 +91,8 @@ def _common(func: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--base-url",
-            help="Send the API requests to this URL instead of the platform's host (a proxy or a test server).",
+            help="Send the API requests to this URL instead of the platform's host (a proxy or a test server). "
+            "Only its host and port may be a non-public address; link-local and cloud-metadata addresses never.",
         ),
         click.option(
             "--progress/--no-progress",
@@ -78,12 +105,10 @@ def _common(func: Callable[..., Any]) -> Callable[..., Any]:
     return run_config_option(func)
 
 
-def _run(platform: Any, kw: dict[str, Any]) -> None:
-    from echo_builder.collect.core import Collector, parse_bound, plan_jobs
-    from echo_builder.secrets import protect_logging
+def _plan(platform: Any, kw: dict[str, Any]) -> list[Any]:
+    from echo_builder.collect.core import parse_bound, plan_jobs
     from echo_builder.stages.query import load_keywords, parse_launch_date
 
-    protect_logging()
     keywords = load_keywords(kw["query_file"])
     jobs, notes = plan_jobs(
         keywords,
@@ -94,6 +119,29 @@ def _run(platform: Any, kw: dict[str, Any]) -> None:
     )
     for note in notes:
         click.echo(f"note: {note}", err=True)
+    return jobs
+
+
+def _run(platform: Any, kw: dict[str, Any], *, max_cost: float | None = None) -> None:
+    from echo_builder.collect.core import Collector
+    from echo_builder.collect.estimate import estimate_collection
+    from echo_builder.outlock import exclusive_output
+    from echo_builder.secrets import protect_logging
+
+    protect_logging()
+    jobs = _plan(platform, kw)
+    estimate = estimate_collection(
+        platform.name, len(jobs), max_posts=kw["max_posts"], max_posts_per_query=kw["max_posts_per_query"]
+    )
+    if estimate.price is not None:  # X bills every post read: say what this run may cost before it starts
+        click.echo(f"note: {estimate.describe()}", err=True)
+        if max_cost is not None and estimate.cost_usd is not None and estimate.cost_usd > max_cost:
+            from echo_builder.errors import ConfigError
+
+            raise ConfigError(
+                f"this collection may cost up to ${estimate.cost_usd:,.2f}, over --max-cost ${max_cost:,.2f}; lower "
+                "--max-posts or --max-posts-per-query, narrow the windows, or raise --max-cost (nothing was requested)"
+            )
     progress = kw["progress"] if kw["progress"] is not None else sys.stderr.isatty()
     collector = Collector(
         platform,
@@ -101,6 +149,8 @@ def _run(platform: Any, kw: dict[str, Any]) -> None:
         kw["out_dir"],
         max_posts=kw["max_posts"],
         max_requests=kw["max_requests"],
+        max_posts_per_query=kw["max_posts_per_query"],
+        max_requests_per_query=kw["max_requests_per_query"],
         max_wait_s=kw["max_wait_s"],
         max_attempts=kw["max_attempts"],
         progress=progress,
@@ -108,7 +158,8 @@ def _run(platform: Any, kw: dict[str, Any]) -> None:
     out = Path(kw["out_dir"])
     created = not out.exists()
     try:
-        result = collector.run()
+        with exclusive_output(out, "collect"):
+            result = collector.run()
     except BaseException:
         # stopped before anything was collected (e.g. a missing credential): leave no empty folder behind
         if created and out.is_dir() and not any(out.rglob("*.jsonl")):
@@ -155,12 +206,22 @@ def collect() -> None:
 @click.option(
     "--keep-retweets", is_flag=True, help="Do not add -is:retweet (retweets are billed but build skips them)."
 )
-def collect_x(archive: bool, keep_retweets: bool, **kw: Any) -> None:
-    """X API v2 search (tweepy) with a bearer token from X_BEARER_TOKEN. X bills every post read: cap the spend
-    with --max-posts (docs/collect.md has the cost model)."""
+@click.option(
+    "--max-cost",
+    type=Number(float, 0, None),
+    help="Refuse to start when the posts this run may read (queries x --max-posts-per-query, capped by "
+    "--max-posts) would cost more than this many US dollars at the price of prices.yaml ($0.005 a post).",
+)
+def collect_x(archive: bool, keep_retweets: bool, max_cost: float | None, **kw: Any) -> None:
+    """X API v2 search (tweepy) with a bearer token from X_BEARER_TOKEN. X bills every post read: the run prints
+    the most it may read and cost before it starts (`estimate collect`), --max-cost refuses a run past a limit, and
+    --max-posts caps the spend (docs/collect.md has the cost model)."""
     from echo_builder.collect.x import XSearch
 
-    _run(XSearch(archive=archive, keep_retweets=keep_retweets, base_url=kw["base_url"]), kw)
+    platform = XSearch(
+        archive=archive, keep_retweets=keep_retweets, base_url=kw["base_url"], deadline_s=kw["deadline_s"]
+    )
+    _run(platform, kw, max_cost=max_cost)
 
 
 @collect.command("bluesky")
@@ -176,7 +237,7 @@ def collect_bluesky(sort: str, **kw: Any) -> None:
     """Bluesky app.bsky.feed.searchPosts (atproto), signed in with BLUESKY_HANDLE and BLUESKY_APP_PASSWORD."""
     from echo_builder.collect.bluesky import BlueskySearch
 
-    _run(BlueskySearch(base_url=kw["base_url"], sort=sort), kw)
+    _run(BlueskySearch(base_url=kw["base_url"], sort=sort, deadline_s=kw["deadline_s"]), kw)
 
 
 @collect.command("reddit")
@@ -209,6 +270,10 @@ def collect_reddit(subreddits: tuple[str, ...], comments: bool, comment_sort: st
     from echo_builder.collect.reddit import RedditSearch
 
     platform = RedditSearch(
-        list(subreddits), base_url=kw["base_url"], comments=comments, comment_sort=comment_sort
+        list(subreddits),
+        base_url=kw["base_url"],
+        comments=comments,
+        comment_sort=comment_sort,
+        deadline_s=kw["deadline_s"],
     )
     _run(platform, kw)

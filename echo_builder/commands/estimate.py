@@ -136,3 +136,65 @@ def estimate_build_command(
         click.echo("the rules backend makes no model call: 0 USD")
         return
     click.echo(format_estimate(rows, prices))
+
+
+@estimate.command("collect")
+@click.argument("platform", type=click.Choice(["x", "bluesky", "reddit"]))
+@click.option(
+    "--query-file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="The keyword list collect would read (as collect's --query-file).",
+)
+@click.option(
+    "--launch-date", help="The target model's launch date (YYYY-MM-DD); needed by windowed keywords."
+)
+@click.option("--since", help="Search no earlier than this (YYYY-MM-DD or ISO 8601 time, UTC).")
+@click.option("--until", help="Search no later than this (YYYY-MM-DD or ISO 8601 time, UTC).")
+@click.option("--max-posts", type=Number(int, 1, None), help="collect's --max-posts (all queries together).")
+@click.option(
+    "--max-posts-per-query",
+    default=None,
+    type=Number(int, 1, None),
+    help="collect's --max-posts-per-query (default: collect's default).",
+)
+@click.option("--prices", "prices_file", type=click.Path(exists=True, dir_okay=False), help=_PRICES_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
+def estimate_collect_command(
+    platform: str,
+    query_file: str,
+    launch_date: str | None,
+    since: str | None,
+    until: str | None,
+    max_posts: int | None,
+    max_posts_per_query: int | None,
+    prices_file: str | None,
+    as_json: bool,
+) -> None:
+    """The most posts `echo-bench collect PLATFORM` would read with these options, and on X their price (X bills
+    every post read; Bluesky and Reddit do not). Nothing is requested: the queries are planned as collect plans
+    them, each bounded by --max-posts-per-query and all by --max-posts."""
+    import json
+
+    from echo_builder.collect.core import DEFAULT_QUERY_POSTS, parse_bound, plan_jobs
+    from echo_builder.collect.estimate import estimate_collection
+    from echo_builder.stages.query import load_keywords, parse_launch_date
+
+    class _Queries:  # plan_jobs needs only the platform's query syntax: an exact phrase on all three
+        def query_for(self, term: str) -> str:
+            return '"' + term.replace('"', " ").strip() + '"'
+
+    jobs, notes = plan_jobs(
+        load_keywords(query_file),
+        _Queries(),  # type: ignore[arg-type]
+        launch=parse_launch_date(launch_date),
+        since=parse_bound(since, "--since"),
+        until=parse_bound(until, "--until"),
+    )
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    per_query = max_posts_per_query or DEFAULT_QUERY_POSTS
+    found = estimate_collection(
+        platform, len(jobs), max_posts=max_posts, max_posts_per_query=per_query, prices=prices_file
+    )
+    click.echo(json.dumps(found.to_dict(), indent=2) if as_json else found.describe())

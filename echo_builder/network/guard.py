@@ -27,10 +27,7 @@ def checked_addresses(policy: NetworkPolicy, host: str, port: int) -> list[Addre
         TimeoutError, OSError: the lookup timed out or failed (the caller's library maps these as network errors).
     """
     bare = host.strip("[]")
-    try:
-        literal: Address | None = ipaddress.ip_address(bare.split("%")[0])
-    except ValueError:
-        literal = None
+    literal = _literal(bare)
     if literal is not None:
         if "%" in bare:
             raise RefusedDestination(
@@ -73,6 +70,23 @@ def check_peer(policy: NetworkPolicy, peer: str, host: str, port: int) -> None:
     reason = policy.refusal(ip, name, port)
     if reason is not None:
         raise RefusedDestination(f"request to {_shown(name, port)} refused: connected to {reason}")
+
+
+def _literal(text: str) -> Address | None:
+    """The address ``text`` names without a lookup: an IP literal, or a legacy IPv4 spelling the system resolver
+    accepts as one (``2852039166``, ``0xa9fea9fe``, ``169.254.43518``, octal parts), judged as that address."""
+    import socket
+
+    try:
+        return ipaddress.ip_address(text.split("%")[0])
+    except ValueError:
+        pass
+    if text and all(c in "0123456789abcdefxABCDEFX." for c in text) and text[0].isdigit():
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(text))
+        except OSError:
+            return None
+    return None
 
 
 def _is_ip(text: str) -> bool:

@@ -16,11 +16,10 @@ from typing import Any
 from echo_builder.network.deadline import DeadlineExceeded, current_deadline, using_deadline
 from echo_builder.network.guard import check_peer, checked_addresses
 from echo_builder.network.headers import register_issued_credentials, sanitize_rate_limit_headers
-from echo_builder.network.policy import NetworkPolicy
+from echo_builder.network.policy import MAX_REDIRECTS, NetworkPolicy
 
-__all__ = ["GuardedTransport", "atproto_request"]
+__all__ = ["GuardedTransport", "atproto_request", "guard_async_transport"]
 
-MAX_REDIRECTS = 5
 #: XRPC procedures whose answer carries session tokens.
 _SESSION_PATHS = ("/xrpc/com.atproto.server.createSession", "/xrpc/com.atproto.server.refreshSession")
 
@@ -61,6 +60,60 @@ class _GuardedBackend:
 
     def sleep(self, seconds: float) -> None:
         self.inner.sleep(seconds)
+
+
+class _GuardedAsyncBackend:
+    """httpcore's async network backend, connecting only to addresses the policy allows; the name lookup runs in
+    a worker thread so that it never blocks the event loop."""
+
+    def __init__(self, inner: Any, policy: NetworkPolicy) -> None:
+        self.inner = inner
+        self.policy = policy
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kwargs: Any) -> Any:
+        import anyio.to_thread
+
+        failure: Exception | None = None
+        for address in await anyio.to_thread.run_sync(checked_addresses, self.policy, host, port):
+            try:
+                stream = await self.inner.connect_tcp(str(address), port, timeout=timeout, **kwargs)
+            except Exception as exc:  # httpcore's ConnectError / ConnectTimeout: try the next address
+                failure = exc
+                continue
+            sock = stream.get_extra_info("socket")
+            try:
+                if sock is not None:
+                    check_peer(self.policy, sock.getpeername()[0], host, port)
+            except BaseException:
+                await stream.aclose()
+                raise
+            return stream
+        assert failure is not None
+        raise failure
+
+    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
+        from echo_builder.network.policy import RefusedDestination
+
+        raise RefusedDestination("request refused: Unix sockets are not used by echo-bench's clients")
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+def guard_async_transport(transport: Any, policy: NetworkPolicy) -> Any:
+    """``transport`` (an ``httpx.AsyncHTTPTransport``) with its connections held to ``policy``, in place; returned.
+
+    Used under the ``openai`` client of the judge and generator backends. Raises ``RuntimeError`` when the installed
+    httpx/httpcore no longer has the connection pool's network backend this wraps (a loud failure, not an unguarded
+    client)."""
+    pool = getattr(transport, "_pool", None)
+    if pool is None or not hasattr(pool, "_network_backend"):
+        raise RuntimeError(
+            "echo-bench cannot guard this httpx/httpcore version's connections (no network backend found); "
+            "install httpx 0.27-0.28"
+        )
+    pool._network_backend = _GuardedAsyncBackend(pool._network_backend, policy)
+    return transport
 
 
 def _transport_base() -> type:

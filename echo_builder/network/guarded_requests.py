@@ -24,11 +24,10 @@ from typing import Any
 from echo_builder.network.deadline import DeadlineExceeded, current_deadline, using_deadline
 from echo_builder.network.guard import check_peer, checked_addresses
 from echo_builder.network.headers import register_issued_credentials, sanitize_rate_limit_headers
-from echo_builder.network.policy import NetworkPolicy
+from echo_builder.network.policy import MAX_REDIRECTS, NetworkPolicy
 
 __all__ = ["GuardedAdapter", "guarded_session"]
 
-MAX_REDIRECTS = 5
 #: Token answers whose body holds issued credentials (Reddit's OAuth endpoint).
 _TOKEN_PATHS = ("/api/v1/access_token",)
 
@@ -154,6 +153,10 @@ def guarded_session(
                     raise
 
     session = GuardedSession()
+    session.last_status = None  # the status of the last answer (a client library's own error may hide it)
+    session.hooks["response"].append(
+        lambda response, **_: setattr(session, "last_status", response.status_code)
+    )
     session.trust_env = False
     session.max_redirects = max_redirects
     mounted = adapter or GuardedAdapter(policy)

@@ -18,6 +18,7 @@ from echo_builder.errors import ConfigError
 
 __all__ = [
     "LOOPBACK",
+    "MAX_REDIRECTS",
     "NEVER_ALLOWED",
     "Address",
     "MediaPolicy",
@@ -27,6 +28,8 @@ __all__ = [
     "host_name",
 ]
 
+#: Redirects one request may follow (media downloads and every platform client); each hop is checked again.
+MAX_REDIRECTS = 5
 _LABEL = re.compile(r"[a-z0-9_-]{1,63}")  # one DNS label of a host name (IDNA ASCII, lower case)
 
 

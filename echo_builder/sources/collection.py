@@ -45,8 +45,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from echo_builder.sources.base import (
     BadRecord,
     FileContext,
@@ -59,13 +57,13 @@ from echo_builder.sources.base import (
     register_source,
     surrogate_note,
 )
+from echo_dataset.safe_yaml import YAMLReadError, load_yaml
 
 __all__ = ["CollectionSource"]
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".gif"})
 _MAX_VALUES = 100_000
 _MAX_DEPTH = 64
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _case_key(path: Path) -> tuple[int, int, str, str]:
@@ -133,20 +131,15 @@ def _load_yaml(path: Path) -> Any:
         ) from None
     except OSError as exc:
         raise BadRecord(f"cannot read {path.name} ({exc.strerror or exc})") from None
+    # the package's one safe YAML reader: a safe loader (libyaml's, or PyYAML's own for a "\uD83D" escape that
+    # libyaml refuses, so the text is repaired like any other source's), an alias bomb or a recursive alias refused
+    # before it is built, nesting bounded; the message names the line, never the case's text
     try:
-        try:
-            return yaml.load(text, Loader=_Loader)  # a safe loader (CSafeLoader or SafeLoader)
-        except yaml.YAMLError as exc:
-            # libyaml refuses a "\uD83D" escape (a lone surrogate) that PyYAML's own safe loader reads; read it
-            # that way so the text is repaired like any other source's (U+FFFD, with a note) instead of lost
-            if _Loader is yaml.SafeLoader or "Unicode character escape" not in str(exc):
-                raise
-            return yaml.load(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise BadRecord(f"{path.name} is not valid YAML: {problem}{where}") from None
+        return load_yaml(text, path.name, max_nodes=_MAX_VALUES, max_depth=_MAX_DEPTH)
+    except YAMLReadError as exc:
+        if exc.reason.startswith("not valid YAML"):
+            raise BadRecord(f"{path.name} is {exc.reason}") from None
+        raise BadRecord(f"{path.name}: {exc.reason}") from None
 
 
 def _text(case: dict[str, Any], key: str) -> str:

@@ -20,9 +20,8 @@ from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 from echo_builder.network.deadline import Deadline, resolve
-from echo_builder.network.policy import Address, MediaPolicy, host_name
+from echo_builder.network.policy import MAX_REDIRECTS, Address, MediaPolicy, host_name
 
-MAX_REDIRECTS = 5
 USER_AGENT = "echo-bench-media/0.1"
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 

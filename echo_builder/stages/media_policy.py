@@ -10,4 +10,12 @@ from echo_builder.network.policy import (
     host_name,
 )
 
-__all__ = ["LOOPBACK", "NEVER_ALLOWED", "Address", "MediaPolicy", "NetworkPolicy", "embedded_ipv4", "host_name"]
+__all__ = [
+    "LOOPBACK",
+    "NEVER_ALLOWED",
+    "Address",
+    "MediaPolicy",
+    "NetworkPolicy",
+    "embedded_ipv4",
+    "host_name",
+]

@@ -397,3 +397,35 @@ def comparable_judge_run(run: Path) -> tuple[list[dict[str, Any]], dict[str, Any
         for key in JUDGE_RUN_DEPENDENT:
             judge.pop(key)
     return verdicts, summary
+
+
+def kill_at_requests(
+    command: Any, env: dict[str, str], server: Any, rng: Any, *, kills: int = 2, runs: int = 10
+) -> int:
+    """Run ``command(run_number)`` (a CLI subprocess talking to ``server``, whose ``requests`` it appends to)
+    until it exits 0, SIGKILLing each of the first ``kills`` runs at a seeded moment: after 1-2 more requests
+    reached the server, then 0-0.45 s later (a request in flight, a page being written, or between pages).
+    Returns the kills made; fails the test when a run exits otherwise or no run completes in ``runs``."""
+    import signal
+    import subprocess
+    import time
+
+    import pytest
+
+    made = 0
+    for run in range(runs):
+        process = subprocess.Popen(command(run), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if made < kills:
+            target = len(server.requests) + rng.randint(1, 2)
+            deadline = time.monotonic() + 60
+            while len(server.requests) < target and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0.0, 0.45))
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+                made += 1
+        _, stderr = process.communicate(timeout=120)
+        if process.returncode == 0:
+            return made
+        assert process.returncode == -signal.SIGKILL, stderr.decode()  # only the kills stop a run
+    pytest.fail(f"the command did not complete in {runs} runs")

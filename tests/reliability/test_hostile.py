@@ -18,7 +18,9 @@ import pytest
 
 from tests.reliability import (
     hostile_analysis,
+    hostile_collection,
     hostile_curation,
+    hostile_deadlines,
     hostile_evaluation,
     hostile_metric_modules,
     hostile_models,
@@ -29,7 +31,9 @@ FLOWS: dict[str, Callable[[dict[str, Any], Workspace], Observed]] = {
     name.removeprefix("flow_"): fn
     for module in (
         hostile_analysis,
+        hostile_collection,
         hostile_curation,
+        hostile_deadlines,
         hostile_evaluation,
         hostile_metric_modules,
         hostile_models,

@@ -11,16 +11,15 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.kill_resume import kill_at_requests
 from tests.helpers.replay_server import ReplayServer
 from tests.test_collect_x import Q1, Q2, Q2_TOKEN, RECENT, TOKEN, _files, _pages
 
@@ -83,31 +82,9 @@ def test_sigkill_at_seeded_points_resumes_byte_identical(rec, tmp_path, seed):
 
     rng = random.Random(seed)
     out = tmp_path / "killed"
-    kills = 0
     with ReplayServer(delay_s=0.3) as server:
         _serve(server, rec)
-        for _attempt in range(10):
-            process = subprocess.Popen(
-                _command(keywords, out, server.url, launch),
-                env=_env(),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            if kills < 2:  # two kills per trial, at a seeded request and a seeded moment after it arrives
-                target = len(server.requests) + rng.randint(1, 2)
-                deadline = time.monotonic() + 60
-                while (
-                    len(server.requests) < target and process.poll() is None and time.monotonic() < deadline
-                ):
-                    time.sleep(0.01)
-                time.sleep(rng.uniform(0.0, 0.45))
-                if process.poll() is None:
-                    process.send_signal(signal.SIGKILL)
-                    kills += 1
-            if process.wait(timeout=60) == 0:
-                break
-        else:
-            pytest.fail("the collection did not complete in 10 runs")
+        kills = kill_at_requests(lambda run: _command(keywords, out, server.url, launch), _env(), server, rng)
         asked = Counter((r.params["query"], r.params.get("next_token")) for r in server.requests)
         assert server.misses == []
     killed, uninterrupted = _files(out), _files(straight)
