@@ -585,6 +585,9 @@ def test_a_judge_run_sigkilled_while_polling_resumes_without_a_second_submission
     from echo_builder.judge.verdicts_file import read_verdicts
 
     assert sum(v.status == "ok" for v in read_verdicts(run)) == 5  # 2 samples x 3 models, one output missing
+    straight = tmp_path / "straight"  # the same run, never killed: byte-identical verdicts
+    _cli(*[str(straight) if a == str(run) else a for a in args])
+    assert (run / "verdicts.parquet").read_bytes() == (straight / "verdicts.parquet").read_bytes()
 
 
 def test_analyze_with_a_batched_llm_labeller_writes_the_online_report(openai_server, tmp_path):
