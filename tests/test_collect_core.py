@@ -155,3 +155,24 @@ def test_a_corrupt_or_foreign_checkpoint_is_a_clear_error(tmp_path: Path):
 def test_max_attempts_must_be_positive(tmp_path: Path):
     with pytest.raises(ConfigError, match="max_attempts must be >= 1"):
         Collector(Scripted({}), _one_job(), tmp_path, max_attempts=0)
+
+
+def test_a_reordered_or_extended_query_file_is_refused_before_any_request(tmp_path: Path):
+    pages = {(f"<{t}>", None): ({"items": [1]}, None) for t in ("a", "b", "new")}
+    platform = Scripted(pages)
+
+    def jobs(*terms: str) -> list[Job]:
+        return [Job(f"{i:02d}-{t}", t, f"<{t}>", Window()) for i, t in enumerate(terms, 1)]
+
+    Collector(platform, jobs("a", "b"), tmp_path / "out").run()
+    asked = len(platform.asked)
+    for changed in (
+        jobs("new", "a", "b"),
+        jobs("b", "a"),
+        jobs("a"),
+    ):  # numbered in file order: renamed searches
+        with pytest.raises(CollectError, match="was collected with another query file"):
+            Collector(platform, changed, tmp_path / "out").run()
+    assert len(platform.asked) == asked  # nothing asked (and paid) again
+    again = Collector(platform, jobs("a", "b"), tmp_path / "out").run()
+    assert again.requests_this_run == 0

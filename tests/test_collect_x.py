@@ -300,7 +300,9 @@ def test_wait_past_max_wait_stops_and_a_later_run_continues(rec, keywords, tmp_p
     with ReplayServer() as server:
         far = rate_limited({"x-rate-limit-reset": str(int(now) + 3600)})
         _scenario(server, rec, q2_first=[far])
-        with pytest.raises(CollectError, match=r"allowed at .* UTC \(in 3601 s\), past --max-wait 900 s"):
+        with pytest.raises(
+            CollectError, match=r"allowed at .* UTC \(in 3601 s\), past what --max-wait 900 s leaves"
+        ):
             _collector(server, keywords, out, clock=lambda: now).run()
         result = _collector(server, keywords, out, clock=lambda: now).run()
         assert result.summary["status"] == "complete" and result.summary["posts"] == EXPECTED_POSTS

@@ -132,7 +132,9 @@ class BlueskySearch:
         if isinstance(cause, RefusedDestination):
             raise CollectError(f"Bluesky {what}: {cause}; nothing was sent there") from None
         if isinstance(cause, DeadlineExceeded):
-            raise TransientError(f"Bluesky {what}: {cause}") from None
+            raise TransientError(
+                f"Bluesky did not answer in time ({what}): the request was {cause}"
+            ) from None
         if isinstance(cause, httpx.TooManyRedirects):
             raise CollectError(
                 f"Bluesky answered {what} with more than 5 redirects (a redirect loop); check --base-url"

@@ -279,6 +279,9 @@ class CollectResult:
     requests_this_run: int
     errors: list[str]
     budget_reached: bool
+    #: Queries that stopped at ``--max-posts-per-query`` / ``--max-requests-per-query`` (the run's own budget is
+    #: ``budget_reached`` without them).
+    query_budgets: int = 0
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -485,8 +488,9 @@ class Collector:
             except (OverflowError, OSError, ValueError):
                 resume_at = "a time too far away to name"
             raise CollectError(
-                f"{reason}: the next request is allowed at {resume_at} (in {shown:.0f} s), past {self.wait_option} "
-                f"{self.max_wait_s:.0f} s; run the same command again after that time to continue (everything "
+                f"{reason}: the next request is allowed at {resume_at} (in {shown:.0f} s), past what "
+                f"{self.wait_option} {self.max_wait_s:.0f} s leaves of this run's waits ({self._waited_this_run:.0f} s "
+                "waited so far); run the same command again after that time to continue (everything "
                 "collected so far is kept)"
             )
         self._waited_this_run += seconds
@@ -536,8 +540,8 @@ class Collector:
                 attempts += 1
                 if attempts >= self.max_attempts:
                     raise CollectError(
-                        f"{self.platform.name} failed {attempts} times for query {job.query!r} (page after cursor "
-                        f"{cursor!r}): {exc}; stopped. Run the same command again to continue (everything "
+                        f"{self.platform.name} failed {attempts} times for query {job.query!r} "
+                        f"({'its first page' if cursor is None else 'a later page'}): {exc}; stopped. Run the same command again to continue (everything "
                         "collected so far is kept)"
                     ) from None
                 state["retries"] += 1
@@ -555,6 +559,17 @@ class Collector:
         state = self._load_state()
         self.out.mkdir(parents=True, exist_ok=True)
         start_requests = state["requests"]
+        searches = [job.key for job in self._searches]
+        recorded = state.setdefault("searches", searches)  # the query file's searches, fixed at the first run
+        if (
+            recorded != searches
+        ):  # a reordered or edited query file renumbers the searches: pages would be paid twice
+            gone, new = [k for k in recorded if k not in searches], [k for k in searches if k not in recorded]
+            raise CollectError(
+                f"{self.out} was collected with another query file ({len(gone)} of its {len(recorded)} searches are "
+                f"not in this one, {len(new)} are new{'; e.g. ' + (gone or new)[0] if gone or new else ', reordered'}); "
+                "collect this query file into a new --out folder, or run with the earlier one to finish that collection"
+            )
         self._add_followups(state)
         keys = {job.key for job in self.jobs}
         for job in self.jobs:
@@ -641,10 +656,20 @@ class Collector:
             if bar is not None:
                 bar.close()
         errors = [f"{key}: {js['error']}" for key, js in state["jobs"].items() if js.get("error")]
+        run_budget = budget_reached
         budget_reached = budget_reached or query_budget
         status = "budget" if budget_reached else ("errors" if errors else "complete")
         summary = self._write_summary(state, status)
-        return CollectResult(summary, state["requests"] - start_requests, errors, budget_reached)
+        at_query_budget = sum(
+            1 for job in self.jobs if self._query_budget_reached(self._job_state(state, job))
+        )
+        return CollectResult(
+            summary,
+            state["requests"] - start_requests,
+            errors,
+            run_budget,
+            0 if run_budget else at_query_budget,
+        )
 
     def _query_budget_reached(self, js: dict[str, Any]) -> bool:
         pages_full = self.max_requests_per_query is not None and js["pages"] >= self.max_requests_per_query

@@ -2,16 +2,21 @@
 
 X bills every post a search returns (``platforms.x.per_post_read`` in ``prices.yaml``); Bluesky and Reddit do not
 bill. The bound is the run's own: every query stops at ``--max-posts-per-query`` posts and the run at
-``--max-posts``, so a collection of ``n`` queries reads at most ``min(n * per_query, max_posts)`` posts. Comment
+``--max-posts``, so a collection of ``n`` queries reads at most ``min(n * per_query, max_posts)`` posts, plus, on
+X, up to 9 posts per bound (X's pages hold at least 10 posts, and the last one before a bound is billed whole). Comment
 trees (Reddit ``--comments``) and posts a server returns beyond a page's asked size are not in it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from echo_builder.prices import PlatformPrice, platform_price
+
+#: The smallest page X's search answers (``max_results`` 10..100, or 10..500 in the archive).
+X_MIN_PAGE = 10
 
 __all__ = ["CollectionEstimate", "estimate_collection"]
 
@@ -25,7 +30,8 @@ class CollectionEstimate:
         queries: searches planned.
         max_posts: the most posts read (``None``: unbounded, when neither bound is set).
         price: the platform's price per post, ``None`` for a platform that does not bill per post.
-        cost_usd: ``max_posts * price`` in US dollars (``None`` without a price or a bound).
+        cost_usd: ``max_posts * price`` in US dollars, unrounded (``None`` without a price or a bound); shown
+            rounded up to the cent.
     """
 
     platform: str
@@ -40,10 +46,16 @@ class CollectionEstimate:
         line = f"{self.platform}: {self.queries} queries may read {posts} posts"
         if self.price is not None and self.cost_usd is not None:
             line += (
-                f", up to ${self.cost_usd:,.2f} at ${self.price.per_post_read:g} a post read (prices.yaml, "
+                f", up to {self.shown_cost()} at ${self.price.per_post_read:g} a post read (prices.yaml, "
                 f"{self.price.date}; check {self.price.source})"
             )
         return line
+
+    def shown_cost(self) -> str:
+        """``cost_usd`` rounded up to the cent, as ``$1,234.57`` (empty without a cost)."""
+        if self.cost_usd is None:
+            return ""
+        return f"${math.ceil(round(self.cost_usd * 100, 6)) / 100:,.2f}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,7 +64,7 @@ class CollectionEstimate:
             "max_posts": self.max_posts,
             "per_post_read": self.price.per_post_read if self.price else None,
             "price_date": str(self.price.date) if self.price else None,
-            "cost_usd": self.cost_usd,
+            "cost_usd": round(self.cost_usd, 6) if self.cost_usd is not None else None,
         }
 
 
@@ -67,12 +79,17 @@ def estimate_collection(
     """The bound of a collection of ``queries`` searches on ``platform`` (see the module docstring); ``prices``:
     a price file whose ``platforms:`` entries replace the shipped ones. Raises
     :class:`~echo_builder.errors.ConfigError` for a bad price file."""
+    # X asks for pages of at least 10 posts: the last page before a bound may pass it by up to 9 (billed too)
+    slack = X_MIN_PAGE - 1 if platform == "x" else 0
     bounds = [
         b
-        for b in (max_posts, queries * max_posts_per_query if max_posts_per_query else None)
+        for b in (
+            max_posts + slack if max_posts is not None else None,
+            queries * (max_posts_per_query + slack) if max_posts_per_query else None,
+        )
         if b is not None
     ]
     most = min(bounds) if bounds else None
     price = platform_price(platform, prices)
-    cost = round(most * price.per_post_read, 2) if price is not None and most is not None else None
+    cost = most * price.per_post_read if price is not None and most is not None else None
     return CollectionEstimate(platform, queries, most, price, cost)

@@ -207,7 +207,9 @@ class RedditSearch:
             if isinstance(cause, RecursionError):
                 raise CollectError(f"Reddit answered {what} with JSON nested too deeply to read") from None
             if isinstance(cause, DeadlineExceeded):
-                raise TransientError(f"Reddit {what}: {cause}") from None
+                raise TransientError(
+                    f"Reddit did not answer in time ({what}): the request was {cause}"
+                ) from None
             raise TransientError(f"Reddit could not be reached ({type(cause).__name__})") from None
         except prawcore.ResponseException as exc:
             if exc.response.status_code == 401:

@@ -245,7 +245,7 @@ class XSearch:
         except RefusedDestination as exc:
             raise CollectError(f"X: {exc}; nothing was sent there") from None
         except DeadlineExceeded as exc:
-            raise TransientError(f"X {what}: {exc}") from None
+            raise TransientError(f"X did not answer in time ({what}): the request was {exc}") from None
         except requests.TooManyRedirects:
             raise CollectError(
                 f"X answered {what} with more than 5 redirects (a redirect loop); check --base-url"

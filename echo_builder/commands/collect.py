@@ -139,7 +139,7 @@ def _run(platform: Any, kw: dict[str, Any], *, max_cost: float | None = None) ->
             from echo_builder.errors import ConfigError
 
             raise ConfigError(
-                f"this collection may cost up to ${estimate.cost_usd:,.2f}, over --max-cost ${max_cost:,.2f}; lower "
+                f"this collection may cost up to {estimate.shown_cost()}, over --max-cost ${max_cost:,.2f}; lower "
                 "--max-posts or --max-posts-per-query, narrow the windows, or raise --max-cost (nothing was requested)"
             )
     progress = kw["progress"] if kw["progress"] is not None else sys.stderr.isatty()
@@ -174,6 +174,12 @@ def _run(platform: Any, kw: dict[str, Any], *, max_cost: float | None = None) ->
     if result.budget_reached:
         click.echo(
             "note: the --max-posts/--max-requests budget is reached; run again with a larger one to continue",
+            err=True,
+        )
+    elif result.query_budgets:
+        click.echo(
+            f"note: {result.query_budgets} of {len(summary['queries'])} queries stopped at --max-posts-per-query/"
+            "--max-requests-per-query; run again with a larger one to read further",
             err=True,
         )
     launch = f" --launch-date {kw['launch_date']}" if kw["launch_date"] else ""

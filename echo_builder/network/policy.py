@@ -133,6 +133,8 @@ class NetworkPolicy:
     """
 
     rules: tuple[_Rule, ...] = ()
+    #: The option that set ``rules``, named in refusals: ``--media-allow`` (media) or ``--base-url`` (API clients).
+    option: str = "--media-allow"
 
     @classmethod
     def for_endpoints(cls, urls: Iterable[str | None]) -> NetworkPolicy:
@@ -155,8 +157,15 @@ class NetworkPolicy:
                 raise ConfigError(f"--base-url {url!r} is not a URL ({exc})") from None
             if parts.scheme not in ("http", "https") or not host:
                 raise ConfigError(f"--base-url {url!r} must be an http:// or https:// URL with a host")
-            entries.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
-        return cls.from_entries(entries)
+            entry = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            try:
+                entries.append(_parse_rule(entry))
+            except ConfigError:
+                raise ConfigError(
+                    f"--base-url {url!r} names a link-local, cloud-metadata, this-host or multicast address, "
+                    "which echo-bench never connects to"
+                ) from None
+        return cls(tuple(entries), option="--base-url")
 
     @classmethod
     def from_entries(cls, entries: Iterable[str]) -> NetworkPolicy:
@@ -177,10 +186,12 @@ class NetworkPolicy:
             if any(candidate.version == net.version and candidate in net for net in NEVER_ALLOWED):
                 return (
                     f"non-public address {shown}: link-local, cloud metadata, this-host, multicast or "
-                    "broadcast, never fetched (not even with --media-allow)"
+                    f"broadcast, never fetched (not even with {self.option})"
                 )
         for candidate in judged:
             if not (_is_public(candidate) or any(_matches(r, candidate, host, port) for r in self.rules)):
+                if self.option == "--base-url":
+                    return f"non-public address {shown} (only public addresses and the --base-url host and port are used)"
                 return f"non-public address {shown} (allow a local mirror with --media-allow HOST[:PORT] or CIDR)"
         return None
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +57,24 @@ def _leak_facts(platform: str, output: str, out: Path) -> dict[str, Any]:
     return {"secret_in_output": SECRET[platform] in output, "secret_in_files": in_files}
 
 
+class _PrawcoreRetryTime:
+    """prawcore's view of the time module while a case runs: its own retry sleeps (2-4 s after a 5xx or a dropped
+    connection) are skipped; the clock is real. Every other sleep, ours included, is untouched."""
+
+    monotonic = staticmethod(time.monotonic)
+    monotonic_ns = staticmethod(time.monotonic_ns)
+    time = staticmethod(time.time)
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        pass
+
+
 def _run_guarded(
     ws: Workspace, platform: str, behaviour: str, args_for: Any, spec: dict[str, Any]
 ) -> Observed:
+    import prawcore.sessions
+
     recordings = _recordings()
     decoy = Decoy()
     session_pds = spec.get("session_pds")
@@ -68,8 +84,13 @@ def _run_guarded(
         ) as server:
             port = int(server.url.rsplit(":", 1)[1])
             ws.begin()
-            with _Env(platform), ConnectLog({("127.0.0.1", port)}) as log:
-                result = _cli(*args_for(server))
+            saved = prawcore.sessions.time
+            prawcore.sessions.time = _PrawcoreRetryTime  # type: ignore[assignment]
+            try:
+                with _Env(platform), ConnectLog({("127.0.0.1", port)}) as log:
+                    result = _cli(*args_for(server))
+            finally:
+                prawcore.sessions.time = saved
     finally:
         decoy.close()
     lines = result.output.splitlines(keepends=True)
@@ -90,16 +111,19 @@ def _run_guarded(
 
 def flow_collect(case: dict[str, Any], ws: Workspace) -> Observed:
     """``echo-bench collect PLATFORM`` of one keyword against the hostile server (``input.behaviour``), with
-    ``--max-wait 0 --max-attempts 2`` (no real rate-limit sleeping) and ``input.args``."""
+    ``--max-wait 0 --max-attempts 2`` (no real rate-limit sleeping; ``input.args`` may give another
+    ``--max-attempts``) and ``input.args``."""
     spec = case["input"]
     platform = spec["platform"]
     keywords = ws.inputs / "keywords.txt"
     keywords.write_text("gpt-4o\n", encoding="utf-8")
 
+    attempts = [] if "--max-attempts" in spec.get("args", []) else ["--max-attempts", "2"]
+
     def collect_args(server: HostileServer) -> list[Any]:
         return [
             "collect", platform, "--query-file", keywords, "--out", ws.out, "--base-url", server.url,
-            "--no-progress", "--max-wait", "0", "--max-attempts", "2", *spec.get("args", []),
+            "--no-progress", "--max-wait", "0", *attempts, *spec.get("args", []),
         ]  # fmt: skip
 
     observed = _run_guarded(ws, platform, spec["behaviour"], collect_args, spec)
