@@ -61,7 +61,7 @@ def _asked(server: ReplayServer) -> Counter:
     )
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0])  # one trial of two kills (each ~10 s); collect's test runs three
 def test_a_build_sigkilled_during_expansion_resumes_byte_identical(recordings, tmp_path, seed):
     export = tmp_path / "export.jsonl"
     _x_export(recordings, export)
